@@ -1,0 +1,37 @@
+// opscope/error.h: the error type of the control plane, and where warnings go.
+//
+// Every control-plane call (start/stop/step, schedules, export, metadata) reports a misuse or
+// a failure by throwing opscope::Error, whose message names the value given and what is
+// allowed. The hot path (ranges) never throws.
+//
+// Warnings (a schedule without warmup, a schedule that never fired, a lens that is accepted
+// but not recorded yet) go to a process-wide handler, stderr by default:
+//
+//   opscope::set_warning_handler([](std::string_view msg) { my_log(msg); });
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace opscope {
+
+// The one exception type opscope throws. The Python layer maps it to ValueError or
+// RuntimeError with the same message.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Receives each warning as one line of text without a trailing newline.
+using WarningHandler = std::function<void(std::string_view)>;
+
+// Replaces the warning handler and returns the previous one; an empty handler restores the
+// default (one line on stderr prefixed "opscope warning: "). Thread-safe.
+WarningHandler set_warning_handler(WarningHandler handler);
+
+// Sends one warning to the current handler. Thread-safe; not for the hot path.
+void warn(std::string_view message);
+
+}  // namespace opscope

@@ -1,0 +1,108 @@
+// opscope/internal/collector.h: the per-thread event buffer as the hot path sees it. Not API.
+//
+// Each thread appends fixed-size records to chunks it owns. The thread's cursor lives in a
+// trivial thread_local (no constructor, no destructor), so reaching it is one %fs-relative
+// access with no TLS wrapper call. Everything else — registering the thread, taking a new
+// chunk, counting drops when the session's byte limit is reached, switching to a new session —
+// is in out-of-line slow paths in src/collect/collector.cpp.
+//
+// Publishing a record is one release store of the chunk's end pointer; the collector that
+// drains the buffers at stop reads that pointer with acquire and copies what is before it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace opscope::internal {
+
+// What a record describes. The values reach no file, but keep them stable anyway: later
+// lenses add kinds, they never renumber.
+enum class RecordKind : std::uint8_t {
+  kRange = 1,    // a RecordFunction: begin and end ticks
+  kInstant = 2,  // a mark: start == end
+  kLink = 3,     // side record of a range: start = sequence number, end = forward thread id
+};
+
+// Flags in Record::flags.
+inline constexpr std::uint8_t kNameInterned = 1;  // Record::name is a StringTable id
+inline constexpr std::uint8_t kNameSite = 0;      // Record::name is a `const CallSite*`
+
+// One plain range in 32 bytes (DESIGN.md: <= 32 bytes per range). Everything optional lives
+// in side records keyed by (thread, id), so a session without lenses pays nothing for them.
+struct Record {
+  std::uint64_t start;     // ticks
+  std::uint64_t end;       // ticks
+  std::uintptr_t name;     // const CallSite* or interned id, see flags
+  std::uint32_t id;        // per-thread counter of the thread that began the range
+  std::uint16_t thread;    // slot of the thread that began the range
+  std::uint8_t scope;      // RecordScope
+  std::uint8_t kind : 4;   // RecordKind
+  std::uint8_t flags : 4;  // kNameInterned, ...
+};
+static_assert(sizeof(Record) == 32, "a range must stay within 32 bytes of buffer");
+
+// A chunk of a thread's buffer. Written only by its thread; `published` marks how far.
+struct Chunk {
+  std::atomic<Record*> published;
+  Record* limit;
+  Chunk* next;         // unused by the hot path; owned by the buffer
+  std::uint64_t bytes;  // size of the allocation, header included
+  // Records follow, 32-byte aligned.
+  Record* records() noexcept { return reinterpret_cast<Record*>(this + 1); }
+};
+static_assert(sizeof(Chunk) == 32);
+
+// The calling thread's cursor. Trivial so that the thread_local needs no guard.
+struct ThreadContext {
+  Record* cur;            // next free record in `chunk`
+  Record* end;            // end of `chunk`; cur == end sends appends to the slow path
+  Chunk* chunk;           // current chunk
+  std::uint32_t epoch;    // session epoch the buffer holds; 0 = none
+  std::uint32_t next_id;  // per-thread range counter
+  std::uint16_t slot;     // registry slot; valid once registered
+  bool registered;
+  bool exiting;           // set by the thread-exit hook; no more recording on this thread
+  std::uint32_t member_epoch;  // for thread-limited sessions: the epoch this thread joined
+  void* thread_callbacks;      // record layer: this thread's observer list, or nullptr
+};
+
+extern constinit thread_local ThreadContext t_ctx
+    __attribute__((tls_model("initial-exec")));
+
+// The process-wide recording state, read with one relaxed load by every range.
+//   bits 0..7  : flags below
+//   bits 8..31 : epoch of the active session (0 when none)
+// 0 means "nothing listens": a range then costs this load and a branch.
+extern std::atomic<std::uint32_t> g_state;
+
+inline constexpr std::uint32_t kStateRecordAllThreads = 1;  // session records every thread
+inline constexpr std::uint32_t kStateRecordSomeThreads = 2;  // session records member threads
+inline constexpr std::uint32_t kStateCallbacks = 4;          // some observer may be active
+inline constexpr std::uint32_t kStateFlagMask = 0xFF;
+
+inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8; }
+
+// Slow paths (src/collect/collector.cpp).
+// Makes the calling thread ready to record into `epoch`: registers it once, resets its buffer
+// when it still holds an older epoch. Returns false when the thread cannot record (it is
+// exiting, or `epoch` is no longer active).
+[[gnu::noinline]] bool prepare_thread(std::uint32_t epoch) noexcept;
+// Appends when the fast path cannot: another epoch, a full chunk, or the byte limit reached
+// (then the record is dropped and counted).
+[[gnu::noinline]] void append_slow(const Record& record, std::uint32_t epoch) noexcept;
+
+// Appends one record to the calling thread's buffer for `epoch`. No lock, no allocation
+// unless a new chunk is needed; publishing is one release store.
+inline void append(const Record& record, std::uint32_t epoch) noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.epoch == epoch && c.cur != c.end) [[likely]] {
+    *c.cur = record;
+    ++c.cur;
+    c.chunk->published.store(c.cur, std::memory_order_release);
+    return;
+  }
+  append_slow(record, epoch);
+}
+
+}  // namespace opscope::internal

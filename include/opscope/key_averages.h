@@ -1,0 +1,87 @@
+// opscope/key_averages.h: operator tables, as torch.profiler's key_averages().table().
+//
+//   opscope::KeyAverages avg = opscope::key_averages(profiler.result());
+//   std::cout << avg.table({.sort_by = "self_cpu_time_total", .row_limit = 10});
+//
+// Columns, units and layout follow PyTorch 1.13 (../shared/reference/pytorch-1.13/table_*.txt):
+// times in us/ms/s with three decimals, percentages of the summed self CPU time, memory in
+// b/Kb/Mb/Gb, FLOPs auto-scaled. Unlike PyTorch, "Source Location" and FLOPs values stay in
+// their own columns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "opscope/result.h"
+
+namespace opscope {
+
+// The statistics of all events sharing a key (name, and input shapes / stack when grouped).
+// Times are nanoseconds.
+struct FunctionEventAvg {
+  std::string key;
+  std::int64_t count = 0;
+  std::int64_t cpu_time_total_ns = 0;       // sum of durations
+  std::int64_t self_cpu_time_total_ns = 0;  // sum of self times
+  std::int64_t cpu_memory_usage = 0;        // bytes (profile_memory lens)
+  std::int64_t self_cpu_memory_usage = 0;
+  std::int64_t flops = 0;                   // with_flops lens
+  std::string input_shapes;                 // "[[32, 64], [128, 64]]" when grouped by shape
+  std::vector<std::string> stack;           // innermost first, when grouped by stack
+  std::int64_t node_id = -1;                // remote events; -1 for local
+  bool is_async = false;                    // some member ended on another thread
+  // Some member had no enclosing event (Event::parent == -1). table()'s
+  // top_level_events_only shows only these rows; rows built by hand are top level by default.
+  bool top_level = true;
+
+  double cpu_time_avg_ns() const {
+    return count == 0 ? 0.0 : static_cast<double>(cpu_time_total_ns) / static_cast<double>(count);
+  }
+};
+
+struct TableOptions {
+  // Descending sort key; empty keeps first-seen order. One of: cpu_time, cpu_time_total,
+  // self_cpu_time_total, count, cpu_memory_usage, self_cpu_memory_usage, flops, cuda_time,
+  // cuda_time_total, self_cuda_time_total, cuda_memory_usage, self_cuda_memory_usage.
+  // Anything else throws opscope::Error listing these.
+  std::string sort_by;
+  int row_limit = 100;              // rows shown; negative shows all
+  int max_name_column_width = 55;
+  int max_src_column_width = 75;
+  int max_shapes_column_width = 80;
+  std::string header;               // printed above the table when not empty
+  // Shows only rows whose FunctionEventAvg::top_level is set, under a banner saying so.
+  bool top_level_events_only = false;
+};
+
+class KeyAverages {
+ public:
+  KeyAverages() = default;
+  explicit KeyAverages(std::vector<FunctionEventAvg> rows) : rows_(std::move(rows)) {}
+
+  const std::vector<FunctionEventAvg>& rows() const { return rows_; }
+  std::vector<FunctionEventAvg>& rows() { return rows_; }
+
+  // Renders the table. Throws opscope::Error for an unknown sort key or a non-positive width.
+  std::string table(const TableOptions& options = {}) const;
+
+  // Columns of lenses: shown when the window recorded them.
+  bool profile_memory = false;
+  bool with_flops = false;
+
+ private:
+  std::vector<FunctionEventAvg> rows_;
+};
+
+// Groups the result's events by name (and by input shapes and the innermost
+// `group_by_stack_n` stack frames when asked), in order of first appearance.
+KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape = false,
+                         int group_by_stack_n = 0);
+
+// The table's time format: "8.840ms", "346.000us", "1.200s". Exposed for tools and tests.
+std::string format_time_us(double time_us);
+// The table's memory format: "17.25 Kb", "-12 b".
+std::string format_memory(std::int64_t bytes);
+
+}  // namespace opscope

@@ -1,0 +1,20 @@
+// opscope/opscope.h: everything most users need.
+//
+//   #include <opscope/opscope.h>
+//
+//   void step() { OPSCOPE_RECORD_FUNCTION("my_op"); ... }
+//
+//   opscope::Profiler prof;
+//   prof.start();  step();  prof.stop();
+//   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total"});
+//   prof.export_chrome_trace("trace.json");
+#pragma once
+
+#include "opscope/error.h"
+#include "opscope/export.h"
+#include "opscope/key_averages.h"
+#include "opscope/profiler.h"
+#include "opscope/record_function.h"
+#include "opscope/result.h"
+#include "opscope/schedule.h"
+#include "opscope/thread_local_state.h"

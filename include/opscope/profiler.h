@@ -1,0 +1,130 @@
+// opscope/profiler.h: profiling sessions, the torch.profiler.profile shape in C++.
+//
+//   opscope::Profiler prof({
+//       .schedule = opscope::schedule({.wait = 1, .warmup = 1, .active = 2}),
+//       .on_trace_ready = opscope::tensorboard_trace_handler("./log"),
+//   });
+//   prof.start();
+//   for (int i = 0; i < 8; ++i) { train_step(); prof.step(); }
+//   prof.stop();
+//   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total"});
+//
+// Every step is wrapped in a "ProfilerStep#N" range. Recording windows follow the schedule;
+// when a window ends with a RECORD_AND_SAVE step, on_trace_ready is called with the profiler,
+// whose result() is then that window. Control-plane misuse throws opscope::Error.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opscope/key_averages.h"
+#include "opscope/result.h"
+#include "opscope/schedule.h"
+
+namespace opscope {
+
+// What a session records. Values reach files and sockets: never reuse one.
+enum class ActivityType : std::uint8_t {
+  kCPU = 0,
+  kCUDA = 1,
+};
+
+// The activities this build and machine can record (kCPU always; kCUDA with a GPU backend).
+std::vector<ActivityType> supported_activities();
+
+class Profiler;
+
+struct ExperimentalConfig {
+  // Most bytes of event buffer a window may use across all threads. When reached, further
+  // events are dropped and counted (SessionStats::events_dropped, trace metadata). At least
+  // one chunk (64 KiB) per recording thread is always granted.
+  std::uint64_t buffer_limit_bytes = 1ull << 30;
+  // Record every thread (true, the default) or only the starting thread and the threads that
+  // carry its ThreadLocalState (see opscope/thread_local_state.h).
+  bool record_all_threads = true;
+};
+
+struct ProfilerConfig {
+  std::vector<ActivityType> activities = {ActivityType::kCPU};
+  // Lenses. Accepted now; until they are built, asking for one prints a warning and the
+  // result lists it in SessionStats::not_recorded (and the trace in "opscope_not_recorded").
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = false;
+  bool with_flops = false;
+  bool with_modules = false;
+  Schedule schedule;  // empty: record every step
+  std::function<void(Profiler&)> on_trace_ready;
+  ExperimentalConfig experimental;
+};
+
+class Profiler {
+ public:
+  explicit Profiler(ProfilerConfig config = {});
+  // Stops the profiler if it is running (as stop(), but a failure only warns).
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  // Starts the schedule at step 0. Throws when already started, or when another Profiler in
+  // this process is recording.
+  void start();
+  // Ends the current step and the schedule (a last on_trace_ready if a window was recording).
+  // Throws when not started.
+  void stop();
+  // Ends step step_num() and begins the next. Throws when not started.
+  void step();
+  std::int64_t step_num() const;
+  ProfilerAction current_action() const;
+  bool is_started() const;
+
+  // The last finished recording window. Throws when no window has finished yet.
+  const ProfilerResult& result() const;
+  std::shared_ptr<const ProfilerResult> shared_result() const;
+  const std::vector<Event>& events() const { return result().events(); }
+  KeyAverages key_averages(bool group_by_input_shape = false, int group_by_stack_n = 0) const;
+  // Writes result() as a Chrome trace (gzip when `path` ends in ".gz"). A failed export
+  // throws and leaves the result intact, so it can be exported again elsewhere.
+  void export_chrome_trace(const std::string& path) const;
+  SessionStats stats() const { return result().stats(); }
+
+  // Adds a string metadata entry to the window being recorded (or to the next one when none
+  // is recording).
+  void add_metadata(const std::string& key, const std::string& value);
+  // As add_metadata, with a JSON value. Throws when `json` is not valid JSON.
+  void add_metadata_json(const std::string& key, const std::string& json);
+  // Metadata added to every window this profiler records. Throws when `json` is not valid.
+  void preset_metadata_json(const std::string& key, const std::string& json);
+
+  const ProfilerConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Starts a profiler for its lifetime: start() at construction, stop() at destruction (a
+// failure there is sent to the warning handler, never thrown).
+class ProfilerScope {
+ public:
+  explicit ProfilerScope(Profiler& profiler) : profiler_(profiler) { profiler_.start(); }
+  ~ProfilerScope();
+  ProfilerScope(const ProfilerScope&) = delete;
+  ProfilerScope& operator=(const ProfilerScope&) = delete;
+
+ private:
+  Profiler& profiler_;
+};
+
+// An on_trace_ready handler that writes each window to
+// `<dir_name>/<worker_name>.<time_ns>.pt.trace.json[.gz]`, creating the directory when needed.
+// `worker_name` defaults to "<hostname>_<pid>". Throws opscope::Error when the directory
+// cannot be created or written.
+std::function<void(Profiler&)> tensorboard_trace_handler(std::string dir_name,
+                                                         std::string worker_name = "",
+                                                         bool use_gzip = false);
+
+}  // namespace opscope

@@ -1,0 +1,320 @@
+// opscope/record_function.h: named ranges and the observers that watch them.
+//
+// A range marks a span of work on a thread. The macros cover the common case and cost one
+// relaxed load and a branch when nothing listens:
+//
+//   void forward(Tensor& x) {
+//     OPSCOPE_RECORD_FUNCTION("aten::addmm");   // scope kFunction, ends with the block
+//     ...
+//   }
+//   { OPSCOPE_USER_SCOPE("data_loading"); load(); }   // scope kUserScope
+//
+// RecordFunction is the object behind them, for dynamic names, backward ranges that point at
+// their forward op, and ranges that end on another thread:
+//
+//   auto rf = std::make_unique<opscope::RecordFunction>(name_string,
+//                                                       opscope::RecordScope::kUserScope);
+//   pool.submit([rf = std::move(rf)] { work(); rf->end(); });   // async range
+//
+// Observers are callbacks run at the start and end of every range they select (by scope and
+// sampling probability), globally or on one thread only:
+//
+//   auto h = opscope::add_global_callback(opscope::RecordFunctionCallback(
+//       [](const opscope::RecordFunction& rf) -> std::unique_ptr<opscope::ObserverContext> {
+//         count(rf.name()); return nullptr; }));
+//   ...
+//   opscope::remove_callback(h);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string_view>
+
+#include "opscope/internal/clock.h"
+#include "opscope/internal/collector.h"
+
+namespace opscope {
+
+// What kind of code a range covers. The values reach trace files and sockets: never reuse one.
+enum class RecordScope : std::uint8_t {
+  kFunction = 0,          // an operator ("cpu_op" in traces)
+  kBackwardFunction = 1,  // the backward of an operator ("cpu_op")
+  kTorchScriptFunction = 2,
+  kKernelFunctionDtype = 3,
+  kCustomClass = 4,
+  kBuildFeature = 5,
+  kLiteInterpreter = 6,
+  kUserScope = 7,  // a user annotation ("user_annotation" in traces)
+  kStaticRuntimeOp = 8,
+  kStaticRuntimeModel = 9,
+};
+inline constexpr int kNumRecordScopes = 10;
+
+// The name of a scope as written in messages ("FUNCTION", "USER_SCOPE", ...).
+std::string_view scope_name(RecordScope scope) noexcept;
+
+// A static description of a call site. The macros create one per site at compile time; a
+// range then stores only a pointer to it.
+struct CallSite {
+  const char* name;
+  const char* function;
+  const char* file;
+  std::uint32_t line;
+};
+
+class ObserverContext {
+ public:
+  virtual ~ObserverContext() = default;
+};
+
+namespace internal {
+struct ObserverFrame;  // observers active on one range; defined in src/record
+}
+
+// A named range. Begins at construction (or at before()), ends at end() or destruction,
+// whichever comes first.
+//
+// Cost: with no session and no observer, construction is one relaxed load and a branch and
+// destruction one branch. With a session recording all threads and no observer, a range is
+// two counter reads and one 32-byte append to the thread's own buffer: no lock, no allocation
+// once the buffer exists. Observers take an out-of-line path.
+//
+// Not copyable or movable: observers may hold its address. end() may be called on another
+// thread than the one that began the range (an async range); end() at most once.
+class RecordFunction {
+ public:
+  // Two-phase form, as in PyTorch: decide activity now, name the range with before().
+  explicit RecordFunction(RecordScope scope = RecordScope::kFunction) noexcept
+      : scope_(scope) {
+    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
+    state_ = state == 0 ? kInactive : kPending;
+  }
+
+  // Begins a range named by a static call site (what the macros use).
+  RecordFunction(const CallSite& site, RecordScope scope) noexcept : scope_(scope) {
+    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
+    if (state == 0) [[likely]] {
+      state_ = kInactive;
+      return;
+    }
+    begin(state, reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite);
+  }
+
+  // Begins a range with a dynamic name; the name is copied (interned) only when recorded.
+  explicit RecordFunction(std::string_view name,
+                          RecordScope scope = RecordScope::kFunction) noexcept
+      : scope_(scope) {
+    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
+    if (state == 0) [[likely]] {
+      state_ = kInactive;
+      return;
+    }
+    begin_dynamic(state, name);
+  }
+
+  RecordFunction(const RecordFunction&) = delete;
+  RecordFunction& operator=(const RecordFunction&) = delete;
+
+  ~RecordFunction() {
+    if (state_ >= kRecording) {
+      end();
+    }
+  }
+
+  // Second phase of the two-phase form. Does nothing unless the constructor found a listener.
+  void before(const CallSite& site) noexcept {
+    if (state_ == kPending) {
+      begin(internal::g_state.load(std::memory_order_relaxed),
+            reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite);
+    }
+  }
+  void before(std::string_view name, std::int64_t sequence_nr = -1) noexcept {
+    if (state_ == kPending) {
+      begin_dynamic(internal::g_state.load(std::memory_order_relaxed), name);
+      set_sequence_nr(sequence_nr);
+    }
+  }
+
+  // Ends the range. Safe on any thread; later calls and the destructor do nothing.
+  void end() noexcept {
+    if (state_ == kRecording) [[likely]] {
+      state_ = kEnded;
+      internal::Record r{start_, internal::ticks(), name_, id_, thread_,
+                         static_cast<std::uint8_t>(scope_),
+                         static_cast<std::uint8_t>(internal::RecordKind::kRange), name_flags_};
+      internal::append(r, epoch_);
+      if (sequence_nr_ >= 0 || forward_thread_id_ != 0) [[unlikely]] {
+        append_link();
+      }
+      return;
+    }
+    if (state_ == kObserved) {
+      end_observed();
+    }
+  }
+
+  // True while the range is being recorded or observed.
+  bool is_active() const noexcept { return state_ == kRecording || state_ == kObserved; }
+
+  RecordScope scope() const noexcept { return scope_; }
+  // The name; empty when the range is not active.
+  std::string_view name() const noexcept;
+  // A process-unique id of an active range (0 when inactive); doubles as the correlation id
+  // ("External id") that GPU activity and flows point at.
+  std::uint64_t handle() const noexcept {
+    return is_active() ? (static_cast<std::uint64_t>(thread_) << 32) | id_ : 0;
+  }
+  // Autograd-style links: a backward range carries the sequence number and thread of the
+  // forward op that produced it.
+  // Setting them on an inactive range does nothing.
+  std::int64_t sequence_nr() const noexcept { return is_active() ? sequence_nr_ : -1; }
+  void set_sequence_nr(std::int64_t n) noexcept {
+    if (is_active()) sequence_nr_ = n;
+  }
+  std::uint64_t forward_thread_id() const noexcept {
+    return is_active() ? forward_thread_id_ : 0;
+  }
+  void set_forward_thread_id(std::uint64_t tid) noexcept {
+    if (is_active()) forward_thread_id_ = tid;
+  }
+  // OS thread id of the thread that began the range.
+  std::uint64_t thread_id() const noexcept;
+  // Start of the range in raw ticks (see opscope/internal/clock.h).
+  std::uint64_t start_ticks() const noexcept { return start_; }
+  // True when some observer registered with needs_inputs() selects this range; the caller
+  // then knows inputs would be consumed.
+  bool needs_inputs() const noexcept { return is_active() && needs_inputs_; }
+
+ private:
+  enum : std::uint8_t {
+    kInactive = 0,  // nobody listened at construction
+    kPending = 1,   // two-phase form: someone listened, before() not called yet
+    kEnded = 2,
+    kRecording = 3,  // recorded into the session buffer only
+    kObserved = 4,   // observers are attached (maybe recorded too)
+  };
+
+  void begin(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags) noexcept {
+    if ((state & internal::kStateFlagMask) == internal::kStateRecordAllThreads) [[likely]] {
+      internal::ThreadContext& c = internal::t_ctx;
+      const std::uint32_t epoch = internal::epoch_of(state);
+      if (c.epoch == epoch || internal::prepare_thread(epoch)) [[likely]] {
+        name_ = name;
+        name_flags_ = name_flags;
+        epoch_ = epoch;
+        id_ = c.next_id++;
+        thread_ = c.slot;
+        sequence_nr_ = -1;
+        forward_thread_id_ = 0;
+        observers_ = nullptr;
+        needs_inputs_ = false;
+        state_ = kRecording;
+        start_ = internal::ticks();
+        return;
+      }
+      state_ = kInactive;
+      return;
+    }
+    begin_slow(state, name, name_flags);
+  }
+
+  [[gnu::noinline]] void begin_dynamic(std::uint32_t state, std::string_view name) noexcept;
+  [[gnu::noinline]] void begin_slow(std::uint32_t state, std::uintptr_t name,
+                                    std::uint8_t name_flags) noexcept;
+  [[gnu::noinline]] void end_observed() noexcept;
+  [[gnu::noinline]] void append_link() noexcept;
+
+  // Only scope_ and state_ are written when nothing listens (so that an inactive range costs
+  // a load and a branch); every other member is valid only while is_active().
+  std::uint64_t start_;
+  std::uintptr_t name_;
+  std::int64_t sequence_nr_;
+  std::uint64_t forward_thread_id_;
+  internal::ObserverFrame* observers_;  // owned; set only in the kObserved state
+  std::uint32_t epoch_;                 // session epoch recorded into; 0 = not recorded
+  std::uint32_t id_;
+  std::uint16_t thread_;
+  RecordScope scope_;
+  std::uint8_t state_;
+  std::uint8_t name_flags_;
+  bool needs_inputs_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Observers
+
+// A start callback returns an optional context that is handed to the end callback.
+using ObserverStartFn = std::function<std::unique_ptr<ObserverContext>(const RecordFunction&)>;
+using ObserverEndFn = std::function<void(const RecordFunction&, ObserverContext*)>;
+
+// One observer: start/end functions plus what it selects. Setters chain:
+//   RecordFunctionCallback(start, end).scopes({RecordScope::kUserScope}).sampling_prob(0.01)
+class RecordFunctionCallback {
+ public:
+  explicit RecordFunctionCallback(ObserverStartFn start, ObserverEndFn end = nullptr)
+      : start_(std::move(start)), end_(std::move(end)) {}
+
+  RecordFunctionCallback& needs_inputs(bool v) { needs_inputs_ = v; return *this; }
+  RecordFunctionCallback& needs_ids(bool v) { needs_ids_ = v; return *this; }
+  // Only ranges of these scopes are observed (all scopes by default).
+  RecordFunctionCallback& scopes(std::initializer_list<RecordScope> scopes);
+  // Each range is observed with this probability, in (0, 1]. Throws opscope::Error otherwise.
+  RecordFunctionCallback& sampling_prob(double p);
+
+  bool needs_inputs() const { return needs_inputs_; }
+  bool needs_ids() const { return needs_ids_; }
+  double sampling_prob() const { return sampling_prob_; }
+  bool selects(RecordScope s) const {
+    return (scope_mask_ >> static_cast<unsigned>(s)) & 1u;
+  }
+  const ObserverStartFn& start() const { return start_; }
+  const ObserverEndFn& end() const { return end_; }
+
+ private:
+  ObserverStartFn start_;
+  ObserverEndFn end_;
+  bool needs_inputs_ = false;
+  bool needs_ids_ = false;
+  double sampling_prob_ = 1.0;
+  std::uint32_t scope_mask_ = (1u << kNumRecordScopes) - 1;
+};
+
+// Identifies a registered observer; never 0 and never reused within a process.
+using CallbackHandle = std::uint64_t;
+
+// Registers an observer for ranges on every thread. Thread-safe; ranges already running are
+// not observed.
+CallbackHandle add_global_callback(RecordFunctionCallback callback);
+// Registers an observer for ranges on the calling thread (and on threads that later install a
+// ThreadLocalState captured here).
+CallbackHandle add_thread_local_callback(RecordFunctionCallback callback);
+// Removes an observer by handle. A global one may be removed from any thread, a thread-local
+// one only from a thread that holds it. Returns false when the handle is unknown here.
+bool remove_callback(CallbackHandle handle);
+// Removes every global observer, and the calling thread's thread-local ones.
+void clear_callbacks();
+
+bool has_global_callbacks();
+bool has_thread_local_callbacks();  // on the calling thread
+bool has_callbacks();                // either of the above
+
+}  // namespace opscope
+
+#define OPSCOPE_CONCAT_INNER_(a, b) a##b
+#define OPSCOPE_CONCAT_(a, b) OPSCOPE_CONCAT_INNER_(a, b)
+
+// A range over the rest of the enclosing block. `name` must be a string literal (or another
+// constant expression of static storage): only a pointer to it is stored.
+#define OPSCOPE_RECORD_SCOPE_(name, scope)                                                  \
+  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){           \
+      name, __func__, __FILE__, __LINE__};                                                 \
+  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_, __LINE__)(                      \
+      OPSCOPE_CONCAT_(opscope_site_, __LINE__), scope)
+
+#define OPSCOPE_RECORD_FUNCTION(name) \
+  OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kFunction)
+#define OPSCOPE_USER_SCOPE(name) OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kUserScope)
+#define OPSCOPE_BACKWARD_FUNCTION(name) \
+  OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kBackwardFunction)
