@@ -1,0 +1,162 @@
+// The hot path: what a range costs with nothing listening, with a CPU session, and on two
+// threads at once; plus the floor it is measured against (two counter reads) and the buffer
+// bytes one range takes. Figures go to bench/RESULTS.md.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "opscope/error.h"
+#include "opscope/internal/clock.h"
+#include "opscope/profiler.h"
+#include "opscope/record_function.h"
+
+namespace {
+
+// The floor: a range cannot cost less than reading the counter at its start and its end.
+void BM_TwoCounterReads(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(opscope::internal::ticks());
+    benchmark::DoNotOptimize(opscope::internal::ticks());
+  }
+}
+BENCHMARK(BM_TwoCounterReads)->ThreadRange(1, 2)->UseRealTime();
+
+void BM_EmptyLoop(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_EmptyLoop);
+
+void BM_RangeNoSession(benchmark::State& state) {
+  for (auto _ : state) {
+    OPSCOPE_RECORD_FUNCTION("bench::no_session");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_RangeNoSession);
+
+// One profiler for the whole program so that threads of a multi-threaded benchmark share it.
+// The buffer limit is large enough that the window never drops, and the window is restarted
+// every few million ranges so memory stays bounded.
+opscope::Profiler* g_profiler = nullptr;
+
+constexpr std::int64_t kSessionIterations = 4'000'000;
+
+// Setup/Teardown run once per benchmark run (not per thread), outside the timed region.
+void start_session(const benchmark::State&) {
+  opscope::ProfilerConfig config;
+  config.experimental.buffer_limit_bytes = 8ull << 30;
+  g_profiler = new opscope::Profiler(config);
+  g_profiler->start();
+}
+
+// As start_session, but the buffer memory the measured window writes was already faulted in
+// by an earlier window of the same profiler: the steady state of a schedule that records
+// window after window. The schedule saves every step, so step() rotates the window.
+void start_warm_session(const benchmark::State& state) {
+  opscope::ProfilerConfig config;
+  config.experimental.buffer_limit_bytes = 8ull << 30;
+  auto quiet = opscope::set_warning_handler([](std::string_view) {});  // warmup=0 warns
+  config.schedule = opscope::schedule({.wait = 0, .warmup = 0, .active = 1});
+  opscope::set_warning_handler(std::move(quiet));
+  g_profiler = new opscope::Profiler(config);
+  g_profiler->start();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < state.threads(); ++t) {
+    threads.emplace_back([] {
+      for (std::int64_t i = 0; i < kSessionIterations; ++i) {
+        OPSCOPE_RECORD_FUNCTION("bench::warmup");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  g_profiler->step();
+}
+
+void stop_session(const benchmark::State&) {
+  g_profiler->stop();
+  if (g_profiler->stats().events_dropped != 0) std::abort();  // the figures would be wrong
+  delete g_profiler;
+  g_profiler = nullptr;
+}
+
+// A range with a session recording all threads, writing into fresh buffer memory (the first
+// window of a profiler): includes the kernel's cost of handing out new pages.
+void BM_RangeCpuSession(benchmark::State& state) {
+  for (auto _ : state) {
+    OPSCOPE_RECORD_FUNCTION("bench::session");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_RangeCpuSession)
+    ->Setup(start_session)
+    ->Teardown(stop_session)
+    ->ThreadRange(1, 2)
+    ->UseRealTime()
+    ->Iterations(kSessionIterations);
+
+// The same range once the profiler's buffer memory is warm.
+void BM_RangeCpuSessionWarm(benchmark::State& state) {
+  for (auto _ : state) {
+    OPSCOPE_RECORD_FUNCTION("bench::session");
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_RangeCpuSessionWarm)
+    ->Setup(start_warm_session)
+    ->Teardown(stop_session)
+    ->ThreadRange(1, 2)
+    ->UseRealTime()
+    ->Iterations(kSessionIterations);
+
+void BM_RangeDynamicName(benchmark::State& state) {
+  const std::string name = "bench::dynamic_name_longer_than_sso";
+  for (auto _ : state) {
+    opscope::RecordFunction rf(name, opscope::RecordScope::kUserScope);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_RangeDynamicName)
+    ->Setup(start_session)
+    ->Teardown(stop_session)
+    ->Iterations(2'000'000);
+
+void BM_RangeWithObserver(benchmark::State& state) {
+  const auto handle = opscope::add_global_callback(opscope::RecordFunctionCallback(
+      [](const opscope::RecordFunction&) -> std::unique_ptr<opscope::ObserverContext> {
+        return nullptr;
+      }));
+  for (auto _ : state) {
+    OPSCOPE_RECORD_FUNCTION("bench::observed");
+    benchmark::ClobberMemory();
+  }
+  opscope::remove_callback(handle);
+}
+BENCHMARK(BM_RangeWithObserver);
+
+// Buffer memory per plain range: the window's buffer bytes over the ranges it holds.
+void BM_BufferBytesPerRange(benchmark::State& state) {
+  constexpr int kRanges = 1'000'000;
+  double bytes_per_range = 0;
+  for (auto _ : state) {
+    opscope::Profiler prof;
+    prof.start();
+    for (int i = 0; i < kRanges; ++i) {
+      OPSCOPE_RECORD_FUNCTION("bench::bytes");
+    }
+    prof.stop();
+    // The ProfilerStep#0 range is one more event; chunks are charged whole.
+    bytes_per_range = static_cast<double>(prof.stats().buffer_bytes) /
+                      static_cast<double>(prof.stats().events_recorded);
+  }
+  state.counters["bytes_per_range"] = bytes_per_range;
+}
+BENCHMARK(BM_BufferBytesPerRange)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

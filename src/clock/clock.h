@@ -1,0 +1,50 @@
+// Converting raw ticks (opscope/internal/clock.h) to wall-clock nanoseconds.
+//
+// The counter frequency is never assumed: it is measured against steady_clock between an
+// anchor taken when the library loads (or a session starts) and the moment of conversion, so
+// the longer the span, the better the ratio. Each anchor is a (ticks, steady ns) pair read
+// back-to-back, keeping the tightest of a few tries so a preemption between the two reads
+// does not skew it.
+#pragma once
+
+#include <cstdint>
+
+namespace opscope::clock {
+
+struct Anchor {
+  std::uint64_t ticks = 0;
+  std::int64_t steady_ns = 0;
+};
+
+// A (ticks, steady_clock ns) pair read as close together as this machine allows.
+Anchor take_anchor() noexcept;
+
+// The anchor taken when the library was loaded.
+const Anchor& process_anchor() noexcept;
+
+// True when ticks() reads an invariant hardware counter (constant rate, runs in all
+// C-states); false when it falls back to steady_clock.
+bool uses_hardware_counter() noexcept;
+
+// Maps ticks to ns since the Unix epoch (system_clock) with one multiply-add.
+class TickConverter {
+ public:
+  // Calibrates from `from` to now; also samples the steady→system offset now.
+  static TickConverter calibrate(const Anchor& from) noexcept;
+
+  std::int64_t to_wall_ns(std::uint64_t ticks) const noexcept {
+    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - base_ticks_));
+    return base_wall_ns_ + static_cast<std::int64_t>(delta * ns_per_tick_);
+  }
+  double ns_per_tick() const noexcept { return ns_per_tick_; }
+
+ private:
+  std::uint64_t base_ticks_ = 0;
+  std::int64_t base_wall_ns_ = 0;
+  double ns_per_tick_ = 1.0;
+};
+
+// Wall-clock ns since the Unix epoch, now.
+std::int64_t wall_now_ns() noexcept;
+
+}  // namespace opscope::clock

@@ -1,0 +1,390 @@
+// Per-thread buffers: registration, chunks, the byte limit, and draining.
+#include "collect/collector.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <new>
+
+namespace opscope {
+namespace internal {
+
+constinit thread_local ThreadContext t_ctx __attribute__((tls_model("initial-exec"))) = {};
+std::atomic<std::uint32_t> g_state{0};
+
+}  // namespace internal
+
+namespace collect {
+namespace {
+
+using internal::Chunk;
+using internal::Record;
+using internal::ThreadContext;
+using internal::t_ctx;
+
+// One thread's buffer. The owning thread writes records without a lock; `mu` guards the
+// chunk list, the epoch and `exited` against the drainer.
+struct ThreadBuffer {
+  std::mutex mu;
+  std::vector<Chunk*> chunks;
+  std::uint32_t epoch = 0;
+  std::atomic<std::uint64_t> dropped{0};
+  std::uint64_t tid = 0;
+  std::string name;
+  std::uint16_t slot = 0;
+  bool exited = false;
+
+  ~ThreadBuffer();
+
+};
+
+// Chunk memory. Large chunks are mapped with their pages populated (one system call instead
+// of a page fault every 128 ranges), and while a Profiler runs, chunks a window no longer
+// needs go to a pool so the next window reuses memory that is already faulted in.
+struct ChunkPool {
+  std::mutex mu;
+  std::vector<Chunk*> chunks;
+  bool enabled = false;
+};
+
+ChunkPool& pool() {
+  static ChunkPool* p = new ChunkPool;  // never destroyed, like the registry
+  return *p;
+}
+
+void* map_populated(std::size_t bytes) noexcept {
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+void free_chunk(Chunk* c) noexcept {
+  const std::size_t bytes = c->bytes;
+  c->~Chunk();
+  if (bytes == kFirstChunkBytes) {
+    ::operator delete(static_cast<void*>(c), std::align_val_t(64));
+  } else {
+    ::munmap(c, bytes);
+  }
+}
+
+// Returns nullptr when out of memory.
+Chunk* new_chunk(std::size_t bytes) noexcept {
+  void* mem = nullptr;
+  if (bytes == kLargeChunkBytes) {
+    ChunkPool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (!p.chunks.empty()) {
+      Chunk* c = p.chunks.back();
+      p.chunks.pop_back();
+      c->published.store(c->records(), std::memory_order_relaxed);
+      return c;
+    }
+  }
+  if (bytes == kFirstChunkBytes) {
+    mem = ::operator new(bytes, std::align_val_t(64), std::nothrow);
+  } else {
+    mem = map_populated(bytes);
+  }
+  if (mem == nullptr) return nullptr;
+  auto* c = new (mem) Chunk;
+  c->published.store(c->records(), std::memory_order_relaxed);
+  c->limit = c->records() + (bytes - sizeof(Chunk)) / sizeof(Record);
+  c->next = nullptr;
+  c->bytes = bytes;
+  return c;
+}
+
+// Returns a chunk nobody writes any more: to the pool while pooling is on, else to the OS.
+void release_chunk(Chunk* c) noexcept {
+  if (c->bytes == kLargeChunkBytes) {
+    ChunkPool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.enabled) {
+      try {
+        p.chunks.push_back(c);
+        return;
+      } catch (...) {
+      }
+    }
+  }
+  free_chunk(c);
+}
+
+ThreadBuffer::~ThreadBuffer() {
+  for (Chunk* c : chunks) release_chunk(c);
+}
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;  // live and exited-but-undrained
+  std::vector<std::uint16_t> free_slots;
+  std::uint16_t next_slot = 1;  // slot 0 means "not registered"
+  std::vector<std::uint64_t> tid_by_slot = std::vector<std::uint64_t>(1, 0);
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: threads may exit after main returns
+  return *r;
+}
+
+std::atomic<std::uint64_t> g_bytes{0};          // bytes charged in the current epoch
+std::atomic<std::uint64_t> g_limit{1ull << 30};  // the current epoch's limit
+std::atomic<std::uint32_t> g_last_epoch{0};
+
+// Owns the thread's reference to its buffer and marks it exited when the thread ends.
+struct ThreadHook {
+  std::shared_ptr<ThreadBuffer> buffer;
+  ~ThreadHook() {
+    if (!buffer) return;
+    ThreadContext& c = t_ctx;
+    c.exiting = true;
+    c.cur = c.end = nullptr;
+    c.epoch = 0;
+    std::lock_guard<std::mutex> lock(buffer->mu);
+    buffer->exited = true;
+  }
+};
+thread_local ThreadHook t_hook;
+
+std::string read_thread_name(std::uint64_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+void register_thread(ThreadContext& c) {
+  auto buffer = std::make_shared<ThreadBuffer>();
+  buffer->tid = current_tid();
+  char name[64] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof name) == 0) buffer->name = name;
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::uint16_t slot;
+    if (!r.free_slots.empty()) {
+      slot = r.free_slots.back();
+      r.free_slots.pop_back();
+    } else {
+      slot = r.next_slot++;
+      r.tid_by_slot.push_back(0);
+    }
+    buffer->slot = slot;
+    r.tid_by_slot[slot] = buffer->tid;
+    r.buffers.push_back(buffer);
+  }
+  c.slot = buffer->slot;
+  c.registered = true;
+  t_hook.buffer = std::move(buffer);
+}
+
+// Grants `bytes` more buffer against the epoch's byte limit, or refuses.
+bool charge(std::size_t bytes, bool always) {
+  if (always) {
+    g_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    return true;
+  }
+  std::uint64_t used = g_bytes.load(std::memory_order_relaxed);
+  const std::uint64_t limit = g_limit.load(std::memory_order_relaxed);
+  do {
+    if (used + bytes > limit) return false;
+  } while (!g_bytes.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
+  std::uint32_t old = internal::g_state.load(std::memory_order_relaxed);
+  while (!internal::g_state.compare_exchange_weak(old, (old & keep_mask) | set,
+                                                  std::memory_order_acq_rel)) {
+  }
+}
+
+}  // namespace
+
+std::uint64_t current_tid() noexcept { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }
+
+std::uint64_t tid_of_slot(std::uint16_t slot) noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return slot < r.tid_by_slot.size() ? r.tid_by_slot[slot] : 0;
+}
+
+void set_state_flag(std::uint32_t flag, bool on) noexcept {
+  const std::uint32_t keep = ~flag;
+  update_state(keep, on ? flag : 0);
+}
+
+std::uint16_t ensure_registered() noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.registered) return c.slot;
+  if (c.exiting) return 0;
+  try {
+    register_thread(c);
+  } catch (...) {
+    return 0;
+  }
+  return c.slot;
+}
+
+void set_chunk_pooling(bool on) noexcept {
+  ChunkPool& p = pool();
+  std::vector<Chunk*> to_free;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.enabled = on;
+    if (!on) to_free.swap(p.chunks);
+  }
+  for (Chunk* c : to_free) free_chunk(c);
+}
+
+void set_thread_membership(std::uint32_t epoch) noexcept { t_ctx.member_epoch = epoch; }
+std::uint32_t thread_membership() noexcept { return t_ctx.member_epoch; }
+
+std::uint32_t begin_epoch(const EpochOptions& options) {
+  std::uint32_t epoch = g_last_epoch.load() + 1;
+  if (epoch >= (1u << 24)) epoch = 1;  // the epoch has 24 bits in g_state
+  g_last_epoch.store(epoch);
+  g_bytes.store(0, std::memory_order_relaxed);
+  g_limit.store(options.buffer_limit_bytes, std::memory_order_relaxed);
+  const std::uint32_t flag = options.record_all_threads ? internal::kStateRecordAllThreads
+                                                        : internal::kStateRecordSomeThreads;
+  update_state(internal::kStateCallbacks, (epoch << 8) | flag);
+  return epoch;
+}
+
+void end_epoch() { update_state(internal::kStateCallbacks, 0); }
+
+Drained drain(std::uint32_t epoch) {
+  Drained out;
+  Registry& r = registry();
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    buffers = r.buffers;
+  }
+  std::vector<ThreadBuffer*> released;
+  for (const auto& b : buffers) {
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (b->epoch == epoch) {
+      ThreadRecords t;
+      t.slot = b->slot;
+      t.tid = b->tid;
+      if (!b->exited) {
+        std::string fresh = read_thread_name(b->tid);
+        if (!fresh.empty()) b->name = std::move(fresh);
+      }
+      t.name = b->name;
+      std::size_t n = 0;
+      for (Chunk* c : b->chunks) {
+        n += static_cast<std::size_t>(c->published.load(std::memory_order_acquire) - c->records());
+      }
+      t.records.reserve(n);
+      for (Chunk* c : b->chunks) {
+        Record* end = c->published.load(std::memory_order_acquire);
+        t.records.insert(t.records.end(), c->records(), end);
+      }
+      // Every chunk but the last is full and never written again, even by a range still
+      // ending late into this epoch: give them back now rather than when the thread next
+      // records, which may be never.
+      if (b->chunks.size() > 1) {
+        for (std::size_t i = 0; i + 1 < b->chunks.size(); ++i) release_chunk(b->chunks[i]);
+        b->chunks.erase(b->chunks.begin(), b->chunks.end() - 1);
+      }
+      t.dropped = b->dropped.load(std::memory_order_relaxed);
+      out.dropped += t.dropped;
+      if (!t.records.empty() || t.dropped != 0) out.threads.push_back(std::move(t));
+    }
+    if (b->exited) released.push_back(b.get());
+  }
+  out.buffer_bytes = g_bytes.load(std::memory_order_relaxed);
+  if (!released.empty()) {
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::erase_if(r.buffers, [&](const std::shared_ptr<ThreadBuffer>& b) {
+      if (std::find(released.begin(), released.end(), b.get()) == released.end()) return false;
+      r.free_slots.push_back(b->slot);
+      r.tid_by_slot[b->slot] = 0;
+      return true;
+    });
+  }
+  return out;
+}
+
+}  // namespace collect
+
+namespace internal {
+
+bool prepare_thread(std::uint32_t epoch) noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.exiting) return false;
+  if (epoch_of(g_state.load(std::memory_order_acquire)) != epoch) return false;
+  try {
+    if (!c.registered) collect::register_thread(c);
+    collect::ThreadBuffer& b = *collect::t_hook.buffer;
+    std::lock_guard<std::mutex> lock(b.mu);
+    // Keep one chunk for the new epoch, return the rest: a thread that recorded a lot once
+    // does not hold that memory forever.
+    if (b.chunks.empty()) {
+      Chunk* first = collect::new_chunk(collect::kFirstChunkBytes);
+      if (first == nullptr) return false;
+      b.chunks.push_back(first);
+    }
+    // Keep the chunk the thread wrote last (the others are full), return the rest: a thread
+    // that recorded a lot once does not hold that memory forever.
+    for (std::size_t i = 0; i + 1 < b.chunks.size(); ++i) collect::release_chunk(b.chunks[i]);
+    b.chunks.erase(b.chunks.begin(), b.chunks.end() - 1);
+    Chunk* first = b.chunks[0];
+    first->published.store(first->records(), std::memory_order_release);
+    b.epoch = epoch;
+    b.dropped.store(0, std::memory_order_relaxed);
+    collect::charge(first->bytes, /*always=*/true);
+    c.chunk = first;
+    c.cur = first->records();
+    c.end = first->limit;
+    c.epoch = epoch;
+    return true;
+  } catch (...) {
+    return false;  // out of memory: this thread does not record
+  }
+}
+
+void append_slow(const Record& record, std::uint32_t epoch) noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.exiting) return;
+  if (c.epoch != epoch && !prepare_thread(epoch)) return;  // a stale range: drop silently
+  if (c.cur == c.end) {
+    collect::ThreadBuffer& b = *collect::t_hook.buffer;
+    Chunk* fresh = nullptr;
+    // Near the limit, fall back to a small chunk so the last bytes of the budget still hold
+    // events.
+    for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {
+      if (!collect::charge(bytes, /*always=*/false)) continue;
+      fresh = collect::new_chunk(bytes);
+      if (fresh != nullptr) break;
+      collect::g_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    }
+    if (fresh == nullptr) {
+      b.dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(b.mu);
+      b.chunks.push_back(fresh);
+    }
+    c.chunk = fresh;
+    c.cur = fresh->records();
+    c.end = fresh->limit;
+  }
+  *c.cur = record;
+  ++c.cur;
+  c.chunk->published.store(c.cur, std::memory_order_release);
+}
+
+}  // namespace internal
+}  // namespace opscope

@@ -1,0 +1,75 @@
+// The collector's control plane: opening and closing a recording epoch and draining every
+// thread's buffer. The hot path is in include/opscope/internal/collector.h.
+//
+// Threading: begin_epoch, end_epoch and drain are called by the session layer under its own
+// lock, never concurrently with each other. Recording threads never block on them: they only
+// take their own buffer's mutex, in slow paths (new chunk, new epoch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "opscope/internal/collector.h"
+
+namespace opscope::collect {
+
+// A thread's first chunk is small (64 KiB, 2047 ranges) so that a thread that records a
+// little costs little; once it fills one, it gets large chunks (2 MiB, 65535 ranges) mapped on
+// a huge-page boundary. Fresh memory is the dominant cost of a busy range: with 4 KiB pages
+// the kernel faults every 128 ranges, with a transparent huge page once per chunk.
+inline constexpr std::size_t kFirstChunkBytes = 64 * 1024;
+inline constexpr std::size_t kLargeChunkBytes = 2 * 1024 * 1024;
+
+struct EpochOptions {
+  std::uint64_t buffer_limit_bytes = 1ull << 30;
+  bool record_all_threads = true;
+};
+
+// Opens a new epoch and makes ranges record into it. Returns the epoch (never 0).
+std::uint32_t begin_epoch(const EpochOptions& options);
+
+// Stops recording: ranges that begin from now on are not recorded. Ranges already running
+// still end into their buffers, which drain() may or may not see.
+void end_epoch();
+
+// What one thread recorded in an epoch.
+struct ThreadRecords {
+  std::uint16_t slot = 0;
+  std::uint64_t tid = 0;
+  std::string name;
+  std::vector<internal::Record> records;  // in the order they ended
+  std::uint64_t dropped = 0;
+};
+
+struct Drained {
+  std::vector<ThreadRecords> threads;
+  std::uint64_t dropped = 0;
+  std::uint64_t buffer_bytes = 0;
+};
+
+// Copies out everything published for `epoch`, including threads that have exited since, and
+// releases the buffers of exited threads.
+Drained drain(std::uint32_t epoch);
+
+// While on, chunks that windows no longer need are kept for the next window instead of being
+// unmapped; turning it off frees them. The session turns it on while a Profiler is started.
+void set_chunk_pooling(bool on) noexcept;
+
+// Thread-limited sessions: marks the calling thread as recorded in `epoch` (0 = none).
+void set_thread_membership(std::uint32_t epoch) noexcept;
+std::uint32_t thread_membership() noexcept;
+
+// Registers the calling thread if it is not yet (so that its range handles are unique) and
+// returns its slot, or 0 when the thread is exiting or out of memory.
+std::uint16_t ensure_registered() noexcept;
+
+// OS id of the calling thread.
+std::uint64_t current_tid() noexcept;
+// OS id of the thread registered in `slot`, or 0.
+std::uint64_t tid_of_slot(std::uint16_t slot) noexcept;
+
+// Sets or clears state flags other than the session's (the record layer's kStateCallbacks).
+void set_state_flag(std::uint32_t flag, bool on) noexcept;
+
+}  // namespace opscope::collect
