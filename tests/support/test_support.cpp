@@ -1,0 +1,68 @@
+#include "support/test_support.h"
+
+#include <zlib.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+namespace opscope::testing {
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("opscope-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+WarningCapture::WarningCapture() : messages_(std::make_shared<std::vector<std::string>>()) {
+  auto sink = messages_;
+  auto mu = std::make_shared<std::mutex>();
+  previous_ = set_warning_handler([sink, mu](std::string_view m) {
+    std::lock_guard<std::mutex> lock(*mu);
+    sink->emplace_back(m);
+  });
+}
+
+WarningCapture::~WarningCapture() { set_warning_handler(std::move(previous_)); }
+
+bool WarningCapture::contains(std::string_view needle) const {
+  for (const auto& m : *messages_) {
+    if (m.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string read_gzip_file(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error("cannot open " + path);
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  gzclose(f);
+  if (n < 0) throw std::runtime_error("corrupt gzip " + path);
+  return out;
+}
+
+}  // namespace opscope::testing

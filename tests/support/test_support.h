@@ -1,0 +1,45 @@
+// Helpers shared by the tests: temporary directories, warning capture, file reading.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opscope/error.h"
+
+namespace opscope::testing {
+
+// A fresh directory under the system temp dir, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(std::string_view name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Collects warnings for its lifetime instead of printing them.
+class WarningCapture {
+ public:
+  WarningCapture();
+  ~WarningCapture();
+  const std::vector<std::string>& messages() const { return *messages_; }
+  bool contains(std::string_view needle) const;
+
+ private:
+  std::shared_ptr<std::vector<std::string>> messages_;
+  WarningHandler previous_;
+};
+
+std::string read_file(const std::string& path);
+// Decompresses a gzip file.
+std::string read_gzip_file(const std::string& path);
+
+}  // namespace opscope::testing
