@@ -1,0 +1,257 @@
+// The Profiler: torch.profiler.profile's control flow over the session layer, with the
+// analysis and export layers behind its convenience methods.
+#include "opscope/profiler.h"
+
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "export/json_writer.h"
+#include "opscope/error.h"
+#include "opscope/export.h"
+#include "session/recorder.h"
+#include "session/step_driver.h"
+
+namespace opscope {
+namespace {
+
+std::string quote_json(std::string_view s) {
+  internal::JsonWriter w;
+  w.string(s);
+  return w.str();
+}
+
+// The lenses a config asks for that this build does not record yet.
+std::vector<std::string> unrecorded_lenses(const ProfilerConfig& c) {
+  std::vector<std::string> out;
+  if (c.record_shapes) out.emplace_back("record_shapes");
+  if (c.profile_memory) out.emplace_back("profile_memory");
+  if (c.with_stack) out.emplace_back("with_stack");
+  if (c.with_flops) out.emplace_back("with_flops");
+  if (c.with_modules) out.emplace_back("with_modules");
+  for (ActivityType a : c.activities) {
+    if (a == ActivityType::kCUDA) out.emplace_back("cuda");
+  }
+  return out;
+}
+
+bool has_activity(const std::vector<ActivityType>& list, ActivityType a) {
+  for (ActivityType x : list) {
+    if (x == a) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<ActivityType> supported_activities() { return {ActivityType::kCPU}; }
+
+struct Profiler::Impl {
+  ProfilerConfig config;
+  Schedule schedule;
+  std::vector<std::string> not_recorded;
+  session::Recorder recorder;
+  std::shared_ptr<const ProfilerResult> result;
+  std::optional<RecordFunction> step_range;
+  std::vector<std::pair<std::string, std::string>> preset_metadata;
+  std::vector<std::pair<std::string, std::string>> metadata;  // current or next window
+  std::int64_t step_num = 0;
+  ProfilerAction action = ProfilerAction::kNone;
+  bool started = false;
+  bool steps_taken = false;
+  bool trace_ready_fired = false;
+
+  void begin_step_range() {
+    step_range.emplace("ProfilerStep#" + std::to_string(step_num), RecordScope::kUserScope);
+  }
+  void end_step_range() {
+    if (step_range) step_range.reset();
+  }
+
+  // Runs the actions of one transition. Every action runs even when an earlier one threw (an
+  // on_trace_ready that fails to export must not leave recording half-switched); the first
+  // error is rethrown at the end.
+  void run(Profiler& self, ProfilerAction prev, std::optional<ProfilerAction> current) {
+    const session::Transition t = session::transition(prev, current);
+    if (!t.warning.empty()) warn(t.warning);
+    std::exception_ptr first;
+    for (session::StepAction a : t.actions) {
+      try {
+        perform(self, a);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+  void perform(Profiler& self, session::StepAction a) {
+    switch (a) {
+      case session::StepAction::kPrepare:
+        // CPU recording needs no warm-up; GPU backends get ready here once they exist.
+        break;
+      case session::StepAction::kStart: {
+        session::WindowOptions w;
+        w.epoch.buffer_limit_bytes = config.experimental.buffer_limit_bytes;
+        w.epoch.record_all_threads = config.experimental.record_all_threads;
+        w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
+        w.not_recorded = not_recorded;
+        recorder.start_window(w);
+        break;
+      }
+      case session::StepAction::kStop: {
+        auto md = preset_metadata;
+        md.insert(md.end(), metadata.begin(), metadata.end());
+        metadata.clear();
+        result = recorder.stop_window(std::move(md));
+        break;
+      }
+      case session::StepAction::kTraceReady:
+        trace_ready_fired = true;
+        if (config.on_trace_ready) config.on_trace_ready(self);
+        break;
+    }
+  }
+};
+
+Profiler::Profiler(ProfilerConfig config) : impl_(std::make_unique<Impl>()) {
+  if (config.activities.empty()) config.activities = supported_activities();
+  impl_->schedule = config.schedule ? config.schedule : default_schedule();
+  impl_->not_recorded = unrecorded_lenses(config);
+  impl_->config = std::move(config);
+}
+
+Profiler::~Profiler() {
+  if (!impl_->started) return;
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    warn(std::string("Profiler destroyed while running; stopping it failed: ") + e.what());
+  }
+}
+
+void Profiler::start() {
+  Impl& m = *impl_;
+  if (m.started) {
+    throw Error("Profiler::start(): the profiler is already started; call stop() first");
+  }
+  session::Recorder::claim(this);
+  if (!m.not_recorded.empty()) {
+    std::string names;
+    for (const auto& n : m.not_recorded) names += (names.empty() ? "" : ", ") + n;
+    warn("accepted but not recorded by this build yet: " + names +
+         " (listed in SessionStats::not_recorded and the trace's \"opscope_not_recorded\")");
+  }
+  m.started = true;
+  m.steps_taken = false;
+  m.trace_ready_fired = false;
+  m.step_num = 0;
+  m.action = m.schedule(0);
+  try {
+    m.run(*this, ProfilerAction::kNone, m.action);
+  } catch (...) {
+    m.begin_step_range();
+    throw;
+  }
+  m.begin_step_range();
+}
+
+void Profiler::step() {
+  Impl& m = *impl_;
+  if (!m.started) {
+    throw Error("Profiler::step(): the profiler is not started; call start() first");
+  }
+  m.end_step_range();
+  const ProfilerAction prev = m.action;
+  ++m.step_num;
+  m.steps_taken = true;
+  m.action = m.schedule(m.step_num);
+  try {
+    m.run(*this, prev, m.action);
+  } catch (...) {
+    m.begin_step_range();
+    throw;
+  }
+  m.begin_step_range();
+}
+
+void Profiler::stop() {
+  Impl& m = *impl_;
+  if (!m.started) {
+    throw Error("Profiler::stop(): the profiler is not started; call start() first");
+  }
+  m.end_step_range();
+  m.started = false;
+  std::exception_ptr error;
+  try {
+    m.run(*this, m.action, std::nullopt);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  session::Recorder::release(this);
+  if (m.config.on_trace_ready && !m.trace_ready_fired) {
+    warn(m.steps_taken
+             ? "on_trace_ready was never called: after " + std::to_string(m.step_num) +
+                   " step(s) the schedule never completed a RECORD_AND_SAVE step"
+             : std::string("on_trace_ready was never called: step() was never called, so the "
+                           "schedule never reached a RECORD_AND_SAVE step; call step() at the "
+                           "end of each iteration"));
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+std::int64_t Profiler::step_num() const { return impl_->step_num; }
+ProfilerAction Profiler::current_action() const { return impl_->action; }
+bool Profiler::is_started() const { return impl_->started; }
+const ProfilerConfig& Profiler::config() const { return impl_->config; }
+
+const ProfilerResult& Profiler::result() const { return *shared_result(); }
+
+std::shared_ptr<const ProfilerResult> Profiler::shared_result() const {
+  if (!impl_->result) {
+    throw Error(
+        "Profiler::result(): no recording window has finished yet (the schedule records "
+        "between its RECORD steps; results exist after stop() or on_trace_ready)");
+  }
+  return impl_->result;
+}
+
+KeyAverages Profiler::key_averages(bool group_by_input_shape, int group_by_stack_n) const {
+  return opscope::key_averages(result(), group_by_input_shape, group_by_stack_n);
+}
+
+void Profiler::export_chrome_trace(const std::string& path) const {
+  opscope::export_chrome_trace(result(), path);
+}
+
+void Profiler::add_metadata(const std::string& key, const std::string& value) {
+  impl_->metadata.emplace_back(key, quote_json(value));
+}
+
+void Profiler::add_metadata_json(const std::string& key, const std::string& json) {
+  std::string error;
+  if (!is_valid_json(json, &error)) {
+    throw Error("add_metadata_json: the value for key '" + key + "' is not valid JSON (" +
+                error + "): " + json);
+  }
+  impl_->metadata.emplace_back(key, json);
+}
+
+void Profiler::preset_metadata_json(const std::string& key, const std::string& json) {
+  std::string error;
+  if (!is_valid_json(json, &error)) {
+    throw Error("preset_metadata_json: the value for key '" + key + "' is not valid JSON (" +
+                error + "): " + json);
+  }
+  impl_->preset_metadata.emplace_back(key, json);
+}
+
+ProfilerScope::~ProfilerScope() {
+  try {
+    profiler_.stop();
+  } catch (const std::exception& e) {
+    warn(std::string("ProfilerScope: stopping the profiler failed: ") + e.what());
+  }
+}
+
+}  // namespace opscope

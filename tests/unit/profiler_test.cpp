@@ -1,0 +1,295 @@
+#include "opscope/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "opscope/error.h"
+#include "opscope/thread_local_state.h"
+#include "support/test_support.h"
+
+namespace opscope {
+namespace {
+
+int count_named(const ProfilerResult& r, std::string_view name) {
+  int n = 0;
+  for (const Event& e : r.events()) n += e.name == name;
+  return n;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Profiler, WrapsEachStepInAProfilerStepRange) {
+  Profiler prof;
+  prof.start();
+  for (int i = 0; i < 3; ++i) {
+    { OPSCOPE_RECORD_FUNCTION("work"); }
+    prof.step();
+  }
+  prof.stop();
+  const ProfilerResult& r = prof.result();
+  for (int i = 0; i <= 3; ++i) EXPECT_EQ(count_named(r, "ProfilerStep#" + std::to_string(i)), 1);
+  EXPECT_EQ(count_named(r, "work"), 3);
+  for (const Event& e : r.events()) {
+    if (e.name == "work") {
+      ASSERT_GE(e.parent, 0);
+      EXPECT_EQ(r.events()[static_cast<std::size_t>(e.parent)].name.substr(0, 13), "ProfilerStep#");
+    }
+    if (e.name.starts_with("ProfilerStep#")) EXPECT_EQ(e.scope, RecordScope::kUserScope);
+  }
+  EXPECT_EQ(prof.step_num(), 3);
+}
+
+// ../shared/reference/pytorch-1.13/schedule_fired.txt: skip_first=1 wait=1 warmup=1 active=2
+// repeat=2 over 12 steps fires on_trace_ready at step_num 5 and 9.
+TEST(Profiler, ScheduleFiresLikePyTorch) {
+  std::vector<std::int64_t> fired;
+  std::vector<std::vector<std::string>> steps_in_window;
+  Profiler prof({.schedule = schedule({.wait = 1, .warmup = 1, .active = 2, .repeat = 2,
+                                       .skip_first = 1}),
+                 .on_trace_ready = [&](Profiler& p) {
+                   fired.push_back(p.step_num());
+                   std::vector<std::string> names;
+                   for (const Event& e : p.events()) {
+                     if (e.name.starts_with("ProfilerStep#")) names.emplace_back(e.name);
+                   }
+                   steps_in_window.push_back(names);
+                 }});
+  prof.start();
+  for (int i = 0; i < 12; ++i) {
+    { OPSCOPE_RECORD_FUNCTION("work"); }
+    prof.step();
+  }
+  prof.stop();
+  EXPECT_EQ(fired, (std::vector<std::int64_t>{5, 9}));
+  ASSERT_EQ(steps_in_window.size(), 2u);
+  EXPECT_EQ(steps_in_window[0], (std::vector<std::string>{"ProfilerStep#3", "ProfilerStep#4"}));
+  EXPECT_EQ(steps_in_window[1], (std::vector<std::string>{"ProfilerStep#7", "ProfilerStep#8"}));
+
+  std::ifstream ref(std::string(OPSCOPE_REFERENCE_DIR) + "/schedule_fired.txt");
+  if (ref) {
+    std::string line;
+    std::getline(ref, line);
+    EXPECT_NE(line.find("[5, 9]"), std::string::npos) << line;
+  }
+}
+
+TEST(Profiler, DefaultScheduleFiresOnceAtStop) {
+  int fired = 0;
+  Profiler prof({.on_trace_ready = [&](Profiler& p) {
+    ++fired;
+    EXPECT_EQ(count_named(p.result(), "ProfilerStep#1"), 1);
+  }});
+  prof.start();
+  prof.step();
+  prof.stop();
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(Profiler, IncorrectScheduleWarns) {
+  testing::WarningCapture warnings;
+  Profiler prof({.schedule = [](std::int64_t step) {
+    return step == 0 ? ProfilerAction::kRecord : ProfilerAction::kNone;
+  }});
+  prof.start();
+  prof.step();
+  prof.stop();
+  EXPECT_TRUE(warnings.contains("Incorrect schedule: RECORD followed by NONE"));
+}
+
+TEST(Profiler, WarnsWhenOnTraceReadyNeverFires) {
+  testing::WarningCapture warnings;
+  Profiler prof({.schedule = schedule({.wait = 1, .warmup = 1, .active = 1}),
+                 .on_trace_ready = [](Profiler&) {}});
+  prof.start();
+  prof.stop();
+  EXPECT_TRUE(warnings.contains("step() was never called"));
+}
+
+TEST(Profiler, MisuseIsAnErrorNamingTheCall) {
+  Profiler prof;
+  EXPECT_NE(error_of([&] { prof.stop(); }).find("stop(): the profiler is not started"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { prof.step(); }).find("step(): the profiler is not started"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { prof.result(); }).find("no recording window has finished"),
+            std::string::npos);
+  prof.start();
+  EXPECT_NE(error_of([&] { prof.start(); }).find("already started"), std::string::npos);
+  Profiler other;
+  EXPECT_NE(error_of([&] { other.start(); }).find("another opscope::Profiler is already started"),
+            std::string::npos);
+  prof.stop();
+  EXPECT_NO_THROW(other.start());
+  other.stop();
+}
+
+TEST(Profiler, MetadataIsValidatedAndKept) {
+  Profiler prof;
+  prof.preset_metadata_json("preset", R"({"a": 1})");
+  prof.start();
+  prof.add_metadata("plain", "quoted \"value\"");
+  prof.add_metadata_json("json", "[1, 2, 3]");
+  const std::string err = error_of([&] { prof.add_metadata_json("bad", "{not json"); });
+  EXPECT_NE(err.find("'bad'"), std::string::npos) << err;
+  EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
+  EXPECT_THROW(prof.preset_metadata_json("bad", "01"), Error);
+  prof.stop();
+  const auto& md = prof.result().metadata();
+  ASSERT_EQ(md.size(), 3u);
+  EXPECT_EQ(md[0], (std::pair<std::string, std::string>{"preset", R"({"a": 1})"}));
+  EXPECT_EQ(md[1].first, "plain");
+  EXPECT_EQ(nlohmann::json::parse(md[1].second), "quoted \"value\"");
+  EXPECT_EQ(md[2], (std::pair<std::string, std::string>{"json", "[1, 2, 3]"}));
+}
+
+TEST(Profiler, UnbuiltLensesAreAcceptedAndMarked) {
+  testing::WarningCapture warnings;
+  Profiler prof({.activities = {ActivityType::kCPU, ActivityType::kCUDA},
+                 .record_shapes = true,
+                 .with_stack = true});
+  prof.start();
+  prof.stop();
+  const auto& nr = prof.stats().not_recorded;
+  EXPECT_EQ(nr, (std::vector<std::string>{"record_shapes", "with_stack", "cuda"}));
+  EXPECT_TRUE(warnings.contains("record_shapes, with_stack, cuda"));
+}
+
+TEST(Profiler, RecordsWorkerThreadsByDefault) {
+  Profiler prof;
+  prof.start();
+  std::thread([] { OPSCOPE_RECORD_FUNCTION("on_worker"); }).join();
+  prof.stop();
+  EXPECT_EQ(count_named(prof.result(), "on_worker"), 1);
+  EXPECT_GE(prof.result().threads().size(), 2u);
+}
+
+TEST(Profiler, ThreadLimitedSessionRecordsOnlyCarriers) {
+  ProfilerConfig config;
+  config.experimental.record_all_threads = false;
+  Profiler prof(config);
+  prof.start();
+  { OPSCOPE_RECORD_FUNCTION("on_starter"); }
+  std::thread([] { OPSCOPE_RECORD_FUNCTION("stranger"); }).join();
+  std::thread(wrap([] { OPSCOPE_RECORD_FUNCTION("carrier"); })).join();
+  prof.stop();
+  EXPECT_EQ(count_named(prof.result(), "on_starter"), 1);
+  EXPECT_EQ(count_named(prof.result(), "stranger"), 0);
+  EXPECT_EQ(count_named(prof.result(), "carrier"), 1);
+}
+
+TEST(Profiler, BufferLimitDropsAndCounts) {
+  ProfilerConfig config;
+  config.experimental.buffer_limit_bytes = 1;  // only the first chunk of each thread
+  Profiler prof(config);
+  prof.start();
+  constexpr int kRanges = 100'000;
+  for (int i = 0; i < kRanges; ++i) {
+    OPSCOPE_RECORD_FUNCTION("flood");
+  }
+  prof.stop();
+  const SessionStats& s = prof.stats();
+  const int kept = count_named(prof.result(), "flood");
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(s.events_dropped, 0u);
+  // ProfilerStep#0 also lands in the buffer (or is dropped), so the books balance within one.
+  EXPECT_NEAR(static_cast<double>(kept) + static_cast<double>(s.events_dropped), kRanges + 1, 1.0);
+}
+
+TEST(Profiler, ScopeStartsAndStops) {
+  Profiler prof;
+  {
+    ProfilerScope scope(prof);
+    EXPECT_TRUE(prof.is_started());
+    OPSCOPE_RECORD_FUNCTION("scoped");
+  }
+  EXPECT_FALSE(prof.is_started());
+  EXPECT_EQ(count_named(prof.result(), "scoped"), 1);
+}
+
+TEST(Profiler, QuickSessionsBackToBack) {
+  for (int i = 0; i < 200; ++i) {
+    Profiler prof;
+    prof.start();
+    std::thread t([] { OPSCOPE_RECORD_FUNCTION("quick"); });
+    { OPSCOPE_RECORD_FUNCTION("quick"); }
+    t.join();
+    prof.stop();
+    ASSERT_EQ(count_named(prof.result(), "quick"), 2) << "session " << i;
+  }
+}
+
+TEST(Profiler, TensorBoardHandlerNamesFiles) {
+  testing::TempDir dir;
+  const std::string logdir = dir.file("log/nested");
+  Profiler prof({.on_trace_ready = tensorboard_trace_handler(logdir, "worker0", true)});
+  prof.start();
+  { OPSCOPE_RECORD_FUNCTION("tb"); }
+  prof.stop();
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(logdir)) {
+    files.push_back(f.path().filename().string());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(std::regex_match(files[0], std::regex(R"(worker0\.\d{19}\.pt\.trace\.json\.gz)")))
+      << files[0];
+  const auto doc = nlohmann::json::parse(testing::read_gzip_file(logdir + "/" + files[0]));
+  EXPECT_TRUE(doc.contains("traceEvents"));
+}
+
+TEST(Profiler, TensorBoardHandlerDefaultsWorkerToHostAndPid) {
+  testing::TempDir dir;
+  Profiler prof({.on_trace_ready = tensorboard_trace_handler(dir.path().string())});
+  prof.start();
+  prof.stop();
+  auto it = std::filesystem::directory_iterator(dir.path());
+  ASSERT_NE(it, std::filesystem::directory_iterator());
+  const std::string name = it->path().filename().string();
+  EXPECT_NE(name.find("_" + std::to_string(::getpid()) + "."), std::string::npos) << name;
+  EXPECT_TRUE(name.ends_with(".pt.trace.json")) << name;
+}
+
+TEST(Profiler, FailedExportKeepsTheResult) {
+  testing::TempDir dir;
+  Profiler prof;
+  prof.start();
+  { OPSCOPE_RECORD_FUNCTION("precious"); }
+  prof.stop();
+  const std::string missing = dir.file("no/such/dir/trace.json");
+  const std::string err = error_of([&] { prof.export_chrome_trace(missing); });
+  EXPECT_NE(err.find(missing), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  EXPECT_EQ(count_named(prof.result(), "precious"), 1);
+  const std::string ok = dir.file("trace.json");
+  prof.export_chrome_trace(ok);
+  EXPECT_TRUE(std::filesystem::exists(ok));
+}
+
+TEST(Profiler, UnwritableTensorBoardDirIsAnError) {
+  testing::TempDir dir;
+  const std::string file = dir.file("a_file");
+  std::ofstream(file) << "x";
+  Profiler prof({.on_trace_ready = tensorboard_trace_handler(file + "/sub")});
+  prof.start();
+  const std::string err = error_of([&] { prof.stop(); });
+  EXPECT_NE(err.find("Can't create directory"), std::string::npos) << err;
+  EXPECT_FALSE(prof.is_started());
+  EXPECT_NO_THROW(prof.result());  // the window is kept
+}
+
+}  // namespace
+}  // namespace opscope
