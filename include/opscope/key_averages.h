@@ -45,12 +45,12 @@ struct TableOptions {
   // self_cpu_time_total, count, cpu_memory_usage, self_cpu_memory_usage, flops, cuda_time,
   // cuda_time_total, self_cuda_time_total, cuda_memory_usage, self_cuda_memory_usage.
   // Anything else throws opscope::Error listing these.
-  std::string sort_by;
+  std::string sort_by = {};
   int row_limit = 100;              // rows shown; negative shows all
   int max_name_column_width = 55;
   int max_src_column_width = 75;
   int max_shapes_column_width = 80;
-  std::string header;               // printed above the table when not empty
+  std::string header = {};               // printed above the table when not empty
   // Shows only rows whose FunctionEventAvg::top_level is set, under a banner saying so.
   bool top_level_events_only = false;
 };

@@ -56,9 +56,9 @@ struct ProfilerConfig {
   bool with_stack = false;
   bool with_flops = false;
   bool with_modules = false;
-  Schedule schedule;  // empty: record every step
-  std::function<void(Profiler&)> on_trace_ready;
-  ExperimentalConfig experimental;
+  Schedule schedule = {};  // empty: record every step
+  std::function<void(Profiler&)> on_trace_ready = {};
+  ExperimentalConfig experimental = {};
 };
 
 class Profiler {
