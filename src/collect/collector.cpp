@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <thread>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -45,12 +47,18 @@ struct ThreadBuffer {
 };
 
 // Chunk memory. Large chunks are mapped with their pages populated (one system call instead
-// of a page fault every 128 ranges), and while a Profiler runs, chunks a window no longer
-// needs go to a pool so the next window reuses memory that is already faulted in.
+// of a page fault every 128 ranges). While a Profiler runs, chunks come from a pool: a
+// background thread keeps kReserveChunks of them mapped ahead of demand, so the kernel's cost
+// of fresh pages is paid off the recording threads, and chunks a window no longer needs go
+// back to the pool for the next window. Measured in bench/RESULTS.md.
+inline constexpr std::size_t kReserveChunks = 4;  // 8 MiB mapped ahead while profiling
+
 struct ChunkPool {
   std::mutex mu;
+  std::condition_variable wake;  // the refill thread waits here
   std::vector<Chunk*> chunks;
   bool enabled = false;
+  std::thread refiller;
 };
 
 ChunkPool& pool() {
@@ -79,10 +87,13 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
   void* mem = nullptr;
   if (bytes == kLargeChunkBytes) {
     ChunkPool& p = pool();
-    std::lock_guard<std::mutex> lock(p.mu);
+    std::unique_lock<std::mutex> lock(p.mu);
     if (!p.chunks.empty()) {
       Chunk* c = p.chunks.back();
       p.chunks.pop_back();
+      const bool low = p.enabled && p.chunks.size() < kReserveChunks;
+      lock.unlock();
+      if (low) p.wake.notify_one();
       c->published.store(c->records(), std::memory_order_relaxed);
       return c;
     }
@@ -115,6 +126,31 @@ void release_chunk(Chunk* c) noexcept {
     }
   }
   free_chunk(c);
+}
+
+// Keeps kReserveChunks large chunks in the pool while pooling is on.
+void refill_loop() {
+  ChunkPool& p = pool();
+  pthread_setname_np(pthread_self(), "opscope-refill");
+  std::unique_lock<std::mutex> lock(p.mu);
+  while (p.enabled) {
+    if (p.chunks.size() >= kReserveChunks) {
+      p.wake.wait(lock);
+      continue;
+    }
+    lock.unlock();
+    void* mem = map_populated(kLargeChunkBytes);
+    Chunk* c = nullptr;
+    if (mem != nullptr) {
+      c = new (mem) Chunk;
+      c->limit = c->records() + (kLargeChunkBytes - sizeof(Chunk)) / sizeof(Record);
+      c->next = nullptr;
+      c->bytes = kLargeChunkBytes;
+    }
+    lock.lock();
+    if (c == nullptr) break;  // out of memory: recording threads map their own, or drop
+    p.chunks.push_back(c);
+  }
 }
 
 ThreadBuffer::~ThreadBuffer() {
@@ -236,10 +272,26 @@ std::uint16_t ensure_registered() noexcept {
 void set_chunk_pooling(bool on) noexcept {
   ChunkPool& p = pool();
   std::vector<Chunk*> to_free;
+  std::thread finished;
   {
     std::lock_guard<std::mutex> lock(p.mu);
+    if (p.enabled == on) return;
     p.enabled = on;
-    if (!on) to_free.swap(p.chunks);
+    if (on) {
+      try {
+        p.refiller = std::thread(refill_loop);
+      } catch (...) {
+        // No thread: recording threads map chunks themselves, as without the pool.
+      }
+    } else {
+      finished = std::move(p.refiller);
+    }
+  }
+  if (!on) {
+    p.wake.notify_all();
+    if (finished.joinable()) finished.join();
+    std::lock_guard<std::mutex> lock(p.mu);
+    to_free.swap(p.chunks);
   }
   for (Chunk* c : to_free) free_chunk(c);
 }

@@ -161,5 +161,41 @@ TEST(Stress, SessionsStartAndStopWhileThreadsRecord) {
   for (auto& t : threads) t.join();
 }
 
+// Windows that each fill several chunks, back to back: chunks recycled at one drain (while
+// their threads live on) are handed out again in the next window, and no window sees another
+// window's ranges.
+TEST(Stress, ConsecutiveLargeWindowsReuseBuffersExactly) {
+  constexpr int kSteps = 6;
+  constexpr int kPerStep = 150'000;  // > 2 large chunks per thread per window
+  std::vector<int> per_window;
+  testing::internal::CaptureStderr();  // warmup=0 warns
+  Profiler prof({.schedule = schedule({.wait = 0, .warmup = 0, .active = 1}),
+                 .on_trace_ready = [&](Profiler& p) {
+                   int n = 0;
+                   for (const Event& e : p.events()) n += e.name == "bulk";
+                   per_window.push_back(n);
+                   EXPECT_EQ(p.stats().events_dropped, 0u);
+                 }});
+  testing::internal::GetCapturedStderr();
+  prof.start();
+  for (int step = 0; step < kSteps; ++step) {
+    std::thread worker([] {
+      for (int i = 0; i < kPerStep; ++i) {
+        OPSCOPE_RECORD_FUNCTION("bulk");
+      }
+    });
+    for (int i = 0; i < kPerStep; ++i) {
+      OPSCOPE_RECORD_FUNCTION("bulk");
+    }
+    worker.join();
+    prof.step();
+  }
+  prof.stop();
+  // One window per step, plus the last (empty) step's window at stop().
+  ASSERT_EQ(per_window.size(), static_cast<std::size_t>(kSteps + 1));
+  for (int w = 0; w < kSteps; ++w) EXPECT_EQ(per_window[static_cast<std::size_t>(w)], 2 * kPerStep);
+  EXPECT_EQ(per_window.back(), 0);
+}
+
 }  // namespace
 }  // namespace opscope
