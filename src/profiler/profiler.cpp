@@ -85,6 +85,18 @@ struct Profiler::Impl {
     if (first) std::rethrow_exception(first);
   }
 
+  // Moves the schedule from `prev` to `action` and opens the range of step `step_num`. The
+  // step range opens even when a transition action threw, so the profiler stays usable.
+  void enter_step(Profiler& self, ProfilerAction prev) {
+    try {
+      run(self, prev, action);
+    } catch (...) {
+      begin_step_range();
+      throw;
+    }
+    begin_step_range();
+  }
+
   void perform(Profiler& self, session::StepAction a) {
     switch (a) {
       case session::StepAction::kPrepare:
@@ -147,13 +159,7 @@ void Profiler::start() {
   m.trace_ready_fired = false;
   m.step_num = 0;
   m.action = m.schedule(0);
-  try {
-    m.run(*this, ProfilerAction::kNone, m.action);
-  } catch (...) {
-    m.begin_step_range();
-    throw;
-  }
-  m.begin_step_range();
+  m.enter_step(*this, ProfilerAction::kNone);
 }
 
 void Profiler::step() {
@@ -166,13 +172,7 @@ void Profiler::step() {
   ++m.step_num;
   m.steps_taken = true;
   m.action = m.schedule(m.step_num);
-  try {
-    m.run(*this, prev, m.action);
-  } catch (...) {
-    m.begin_step_range();
-    throw;
-  }
-  m.begin_step_range();
+  m.enter_step(*this, prev);
 }
 
 void Profiler::stop() {
