@@ -5,20 +5,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
 #include "opscope/error.h"
 
 namespace opscope::internal {
 namespace {
 
-// Writes this large go straight to the file; smaller ones are gathered into a buffer of
-// this size first, so a caller writing small pieces costs few syscalls.
-constexpr std::size_t kBlock = 64 << 10;
+// GzipFileSink's output buffer: a syscall per 256 KiB of compressed output.
+constexpr std::size_t kGzipOutBytes = 256 << 10;
+
+// What GzipFileSink's deflate_all() returns when zlib itself fails (never an errno).
+constexpr int kZlibFailed = -1;
+
+std::string gzip_reason(int err) {
+  return err == kZlibFailed ? "zlib failed to compress" : std::strerror(err);
+}
 
 // Unique enough for a temporary name: O_EXCL catches the rare collision and we retry.
 std::string random_suffix() {
@@ -102,15 +110,20 @@ void TempFile::fail(const std::string& reason) {
 }
 
 void TempFile::write(const char* data, std::size_t size) {
+  if (const int err = write_all(data, size)) fail(std::strerror(err));
+}
+
+int TempFile::write_all(const char* data, std::size_t size) noexcept {
   while (size > 0) {
     const ssize_t n = ::write(fd_, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(std::strerror(errno));
+      return errno;
     }
     data += n;
     size -= static_cast<std::size_t>(n);
   }
+  return 0;
 }
 
 void TempFile::commit() {
@@ -132,34 +145,136 @@ void TempFile::commit() {
   }
 }
 
-FileSink::FileSink(std::string path, const FileSinkOptions& options)
-    : file_(std::move(path), options) {}
-
-void FileSink::write(std::string_view bytes) {
-  if (bytes.size() >= kBlock) {
-    // Large blocks (what the exporters write) skip the extra copy.
-    flush();
-    file_.write(bytes.data(), bytes.size());
-    return;
+int BufferPipeline::write(std::string_view bytes) {
+  // One relaxed load: the thread's failure shows at the next write, not a buffer later.
+  if (error_.load(std::memory_order_relaxed) != 0) {
+    stop();
+    return error_;
   }
-  if (buffer_.empty()) buffer_.resize(kBlock);
-  if (buffer_.size() - used_ < bytes.size()) flush();
-  std::memcpy(buffer_.data() + used_, bytes.data(), bytes.size());
-  used_ += bytes.size();
+  // Always a copy, even of large blocks: the caller reuses its block as soon as we return,
+  // while the thread may still be writing the bytes before it.
+  while (!bytes.empty()) {
+    std::unique_ptr<char[]>& buffer = buffers_[head_ % kBuffers];
+    // Not zeroed (new char[], not a vector): a small output touches only the pages it fills.
+    if (!buffer) buffer.reset(new char[kBufferBytes]);
+    const std::size_t n = std::min(bytes.size(), kBufferBytes - used_);
+    std::memcpy(buffer.get() + used_, bytes.data(), n);
+    used_ += n;
+    bytes.remove_prefix(n);
+    if (used_ == kBufferBytes) {
+      if (const int err = hand_off()) return err;
+    }
+  }
+  return 0;
 }
 
-void FileSink::flush() {
-  file_.write(buffer_.data(), used_);
+int BufferPipeline::hand_off() {
+  if (!thread_.joinable() && !inline_) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      inline_ = true;  // out of threads (or not allowed any): consume here instead
+    }
+  }
+  if (inline_) {
+    const int err = consume_(buffers_[head_ % kBuffers].get(), used_);
+    used_ = 0;
+    error_ = err;
+    return err;
+  }
+  submit();
+  std::unique_lock lock(mutex_);
+  consumed_.wait(lock, [&] { return head_ - tail_ < kBuffers || error_ != 0; });
+  lock.unlock();
+  if (error_ != 0) {
+    stop();
+    return error_;
+  }
+  return 0;
+}
+
+void BufferPipeline::submit() {
+  {
+    std::lock_guard lock(mutex_);
+    sizes_[head_ % kBuffers] = used_;
+    ++head_;
+  }
   used_ = 0;
+  filled_.notify_one();
+}
+
+int BufferPipeline::finish() {
+  if (thread_.joinable()) {
+    // No wait for a free buffer: nothing follows. The thread consumes the rest, then ends.
+    if (used_ > 0 && error_ == 0) submit();
+    stop();
+  } else if (used_ > 0 && error_ == 0) {
+    // A small output, or no thread to be had: written here.
+    error_ = consume_(buffers_[head_ % kBuffers].get(), used_);
+    used_ = 0;
+  }
+  return error_;
+}
+
+void BufferPipeline::cancel() noexcept {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (error_ == 0) error_ = ECANCELED;  // makes the thread stop after its current block
+  }
+  stop();
+}
+
+void BufferPipeline::stop() noexcept {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  filled_.notify_one();
+  thread_.join();
+}
+
+void BufferPipeline::run() noexcept {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    filled_.wait(lock, [&] { return tail_ != head_ || stop_; });
+    if (tail_ == head_ || error_ != 0) return;
+    const std::size_t i = tail_ % kBuffers;
+    const char* data = buffers_[i].get();
+    const std::size_t size = sizes_[i];
+    lock.unlock();
+    const int err = consume_(data, size);
+    lock.lock();
+    if (err != 0) error_ = err;
+    ++tail_;
+    consumed_.notify_one();
+  }
+}
+
+FileSink::FileSink(std::string path, const FileSinkOptions& options)
+    : file_(std::move(path), options),
+      pipeline_([this](const char* data, std::size_t size) noexcept {
+        return file_.write_all(data, size);
+      }) {}
+
+void FileSink::write(std::string_view bytes) {
+  if (const int err = pipeline_.write(bytes)) file_.fail(std::strerror(err));
 }
 
 void FileSink::commit() {
-  flush();
+  if (const int err = pipeline_.finish()) file_.fail(std::strerror(err));
   file_.commit();
 }
 
 GzipFileSink::GzipFileSink(std::string path, const FileSinkOptions& options)
-    : file_(std::move(path), options), out_(4 * kBlock) {
+    : file_(std::move(path), options),
+      out_(kGzipOutBytes),
+      pipeline_([this](const char* data, std::size_t size) noexcept {
+        zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+        zs_.avail_in = static_cast<uInt>(size);  // a buffer is far below 4 GiB
+        return deflate_all(Z_NO_FLUSH);
+      }) {
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
   if (deflateInit2(&zs_, options.gzip_level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
       Z_OK) {
@@ -168,39 +283,41 @@ GzipFileSink::GzipFileSink(std::string path, const FileSinkOptions& options)
 }
 
 GzipFileSink::~GzipFileSink() {
+  pipeline_.cancel();  // its thread may be inside deflate()
   if (!committed_) deflateEnd(&zs_);
 }
 
-void GzipFileSink::deflate_all(int flush) {
+// Returns 0, an errno, or kZlibFailed.
+int GzipFileSink::deflate_all(int flush) noexcept {
   for (;;) {
     zs_.next_out = out_.data();
     zs_.avail_out = static_cast<uInt>(out_.size());
     const int rc = deflate(&zs_, flush);
-    if (rc == Z_STREAM_ERROR) file_.fail("zlib failed to compress");
-    file_.write(reinterpret_cast<const char*>(out_.data()), out_.size() - zs_.avail_out);
+    if (rc == Z_STREAM_ERROR) return kZlibFailed;
+    const std::size_t n = out_.size() - zs_.avail_out;
+    if (const int err = file_.write_all(reinterpret_cast<const char*>(out_.data()), n)) {
+      return err;
+    }
     if (flush == Z_FINISH ? rc == Z_STREAM_END : zs_.avail_in == 0 && zs_.avail_out != 0) {
-      return;
+      return 0;
     }
   }
 }
 
 void GzipFileSink::write(std::string_view bytes) {
-  // avail_in is 32 bits: feed very large blocks in pieces.
-  while (!bytes.empty()) {
-    const std::size_t n = std::min<std::size_t>(bytes.size(), 1u << 30);
-    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-    zs_.avail_in = static_cast<uInt>(n);
-    deflate_all(Z_NO_FLUSH);
-    bytes.remove_prefix(n);
-  }
+  if (const int err = pipeline_.write(bytes)) file_.fail(gzip_reason(err));
 }
 
 void GzipFileSink::commit() {
-  zs_.next_in = nullptr;
-  zs_.avail_in = 0;
-  deflate_all(Z_FINISH);
+  int err = pipeline_.finish();
+  if (err == 0) {
+    zs_.next_in = nullptr;
+    zs_.avail_in = 0;
+    err = deflate_all(Z_FINISH);
+  }
   deflateEnd(&zs_);
   committed_ = true;
+  if (err != 0) file_.fail(gzip_reason(err));
   file_.commit();
 }
 

@@ -10,14 +10,23 @@
 //   sink->commit();       // the file appears at its path, complete
 //
 // Failures throw opscope::Error: "cannot write Chrome trace to 'x.json': No space left on
-// device". A sink is used by one thread at a time.
+// device". A sink is used by one thread at a time; a large output is written (and
+// compressed) by a thread of the sink's own while the caller produces the next bytes, so a
+// failure may surface from a later write() than the one that caused it, or from commit().
 #pragma once
 
 #include <zlib.h>
 
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace opscope::internal {
@@ -73,6 +82,9 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
 
   void write(const char* data, std::size_t size);
+  // Writes all of `data` and returns 0, or the errno of the failure; the temporary stays.
+  // Safe on another thread than the one that owns this file (the only other use of it).
+  int write_all(const char* data, std::size_t size) noexcept;
   void commit();
   // Throws the Error for this file with `reason`, after removing the temporary.
   [[noreturn]] void fail(const std::string& reason);
@@ -91,6 +103,64 @@ class TempFile {
   bool committed_ = false;
 };
 
+// Gathers writes into large buffers and hands each full one to a thread of its own that
+// consumes it (write(), or deflate and write()) while the caller fills the next: exporting
+// formats and writes at the same time. Used by the file sinks.
+//
+// The thread starts when the first buffer fills, so a small output (a few KB, consumed at
+// finish() on the caller's thread) never pays for one, and if no thread can be started the
+// buffers are consumed on the caller's thread. Memory is bounded: kBuffers buffers of
+// kBufferBytes, and the caller waits while all are in flight.
+class BufferPipeline {
+ public:
+  // Consumes one block and returns 0 or an errno value (or a negative code the owner knows).
+  // Runs on the pipeline's thread, or on the caller's when there is none; never on both at
+  // once. Must not throw: there is nobody on the pipeline's thread to catch it.
+  using Consume = std::function<int(const char* data, std::size_t size)>;
+
+  explicit BufferPipeline(Consume consume) : consume_(std::move(consume)) {}
+  ~BufferPipeline() { cancel(); }
+  BufferPipeline(const BufferPipeline&) = delete;
+  BufferPipeline& operator=(const BufferPipeline&) = delete;
+
+  // Copies `bytes` in. Returns 0, or the first error of a consume, here or earlier on the
+  // thread; the thread has then stopped, and nothing more is consumed.
+  int write(std::string_view bytes);
+  // Consumes everything written and stops the thread. Returns 0 or the first error.
+  int finish();
+  // Stops the thread, dropping what it has not consumed yet. Never throws.
+  void cancel() noexcept;
+
+  // One being filled, up to two in flight: enough to keep both threads busy. 1 MiB beat
+  // 2 and 4 MiB in bench/export_bench (22.7 vs 22.0 and 16 M events/s): the buffers stay in
+  // cache between the two threads, and fresh ones cost fewer page faults.
+  static constexpr std::size_t kBuffers = 3;
+  static constexpr std::size_t kBufferBytes = 1 << 20;
+
+ private:
+  int hand_off();  // the current buffer is full: pass it on, get the next
+  void submit();
+  void stop() noexcept;
+  void run() noexcept;  // the thread
+
+  Consume consume_;
+  std::array<std::unique_ptr<char[]>, kBuffers> buffers_;
+  std::array<std::size_t, kBuffers> sizes_{};
+  std::size_t used_ = 0;  // bytes in the buffer being filled, buffers_[head_ % kBuffers]
+  bool inline_ = false;   // no thread could be started: consume on the caller's thread
+
+  // Buffers tail_ to head_ - 1 wait for the thread, or are being consumed.
+  std::mutex mutex_;
+  std::condition_variable filled_;    // the thread waits for head_ to move, or stop_
+  std::condition_variable consumed_;  // the caller waits for tail_ to move
+  std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+  bool stop_ = false;
+  // Written under mutex_; read without it by write()'s fast path.
+  std::atomic<int> error_{0};
+  std::thread thread_;
+};
+
 class FileSink final : public Sink {
  public:
   explicit FileSink(std::string path, const FileSinkOptions& options = {});
@@ -99,11 +169,9 @@ class FileSink final : public Sink {
   const std::string& temp_path() const { return file_.temp_path(); }
 
  private:
-  void flush();
-
   TempFile file_;
-  std::vector<char> buffer_;  // gathers small writes into large ones
-  std::size_t used_ = 0;
+  // Declared last so that it is destroyed first: its thread stops before file_ closes.
+  BufferPipeline pipeline_;
 };
 
 class GzipFileSink final : public Sink {
@@ -115,12 +183,14 @@ class GzipFileSink final : public Sink {
   const std::string& temp_path() const { return file_.temp_path(); }
 
  private:
-  void deflate_all(int flush);
+  int deflate_all(int flush) noexcept;
 
   TempFile file_;
   z_stream zs_{};
   std::vector<unsigned char> out_;
   bool committed_ = false;
+  // Deflates on its thread; the destructor stops it before zs_ ends.
+  BufferPipeline pipeline_;
 };
 
 // A FileSink, or a GzipFileSink when `path` ends in ".gz".

@@ -1,15 +1,21 @@
 #include "export/sink.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "opscope/error.h"
@@ -37,6 +43,55 @@ std::string error_of(const std::function<void()>& f) {
   }
   return "(no error)";
 }
+
+// `n` bytes that no compressor can shrink and no shifted copy would match.
+std::string random_bytes(std::size_t n) {
+  std::mt19937_64 rng(42);
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    const std::uint64_t x = rng();
+    std::memcpy(s.data() + i, &x, 8);
+  }
+  return s;
+}
+
+// Piece sizes that straddle the sink's buffers in every way: tiny, odd, exactly a buffer,
+// several buffers.
+constexpr std::size_t kBuffer = BufferPipeline::kBufferBytes;
+constexpr std::size_t kPieces[] = {1, 4093, 65'537, 300'007, kBuffer, 7, 3 * kBuffer + 11};
+
+std::size_t thread_count() {
+  const fs::directory_iterator tasks("/proc/self/task");
+  return static_cast<std::size_t>(std::distance(tasks, fs::directory_iterator()));
+}
+
+// A thread that was joined leaves /proc/self/task a moment after join() returns.
+bool thread_count_returns_to(std::size_t n) {
+  for (int i = 0; i < 1000 && thread_count() != n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return thread_count() == n;
+}
+
+// A 1 MiB tmpfs, to run a file system out of space. Mounting needs root (CAP_SYS_ADMIN);
+// where it is not allowed, mounted() is false and the caller skips.
+class SmallFileSystem {
+ public:
+  SmallFileSystem()
+      : mounted_(::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, "size=1m") == 0),
+        reason_(mounted_ ? "" : std::strerror(errno)) {}
+  ~SmallFileSystem() {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);  // before dir_ is removed
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& reason() const { return reason_; }
+  const TempDir& dir() const { return dir_; }
+
+ private:
+  TempDir dir_;
+  bool mounted_;
+  std::string reason_;
+};
 
 // Several MiB of text with some variety, so compression has work to do.
 std::string big_text() {
@@ -144,6 +199,80 @@ TEST(Sink, WriteFailureRemovesTemporary) {
   std::signal(SIGXFSZ, previous);
   EXPECT_EQ(msg, "cannot write file to '" + dir.file("big.json") + "': File too large");
   EXPECT_TRUE(entries(dir.path()).empty());
+}
+
+TEST(Sink, LargeWriteRoundTripsInUnevenPieces) {
+  TempDir dir;
+  const std::string text = random_bytes(50'000'000);
+  const std::string path = dir.file("large.json");
+  FileSink sink(path);
+  std::size_t offset = 0;
+  for (std::size_t i = 0; offset < text.size(); ++i) {
+    const std::size_t n = std::min(kPieces[i % std::size(kPieces)], text.size() - offset);
+    sink.write(std::string_view(text).substr(offset, n));
+    offset += n;
+  }
+  EXPECT_FALSE(fs::exists(path));
+  sink.commit();
+  EXPECT_TRUE(read_file(path) == text);  // not EXPECT_EQ: a mismatch would print 50 MB
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"large.json"});
+}
+
+TEST(Sink, SmallOutputStartsNoThread) {
+  TempDir dir;
+  const std::size_t before = thread_count();
+  FileSink sink(dir.file("small.json"));
+  for (int i = 0; i < 1000; ++i) sink.write("{\"event\":1},\n");
+  EXPECT_EQ(thread_count(), before);
+  sink.commit();  // writes the 13 KB here, on this thread
+  EXPECT_EQ(read_file(dir.file("small.json")).size(), 13'000u);
+}
+
+TEST(Sink, LargeOutputStopsItsThread) {
+  TempDir dir;
+  const std::string text = random_bytes(8 << 20);
+  const std::size_t before = thread_count();
+  auto sink = open_file_sink(dir.file("t.json.gz"));
+  sink->write(text);
+  EXPECT_EQ(thread_count(), before + 1);  // a full buffer started the writer
+  sink->commit();
+  EXPECT_TRUE(thread_count_returns_to(before));
+  EXPECT_TRUE(read_gzip_file(dir.file("t.json.gz")) == text);
+}
+
+TEST(Sink, DestroyedMidStreamLeavesNothing) {
+  TempDir dir;
+  const std::string piece = random_bytes(300'007);
+  const std::size_t before = thread_count();
+  for (const char* name : {"a.json", "b.json.gz"}) {
+    auto sink = open_file_sink(dir.file(name));
+    for (int i = 0; i < 40; ++i) sink->write(piece);  // 12 MB: buffers are in flight
+    EXPECT_EQ(thread_count(), before + 1) << name;
+    sink.reset();
+    EXPECT_TRUE(entries(dir.path()).empty()) << name;
+    EXPECT_TRUE(thread_count_returns_to(before)) << name;
+  }
+}
+
+TEST(Sink, FullFileSystemFailsTheWriteAndLeavesNothing) {
+  SmallFileSystem small;
+  if (!small.mounted()) GTEST_SKIP() << "cannot mount a 1 MiB tmpfs: " << small.reason();
+  // Incompressible, so that the gzip sink runs out of space too.
+  const std::string piece = random_bytes(256 << 10);
+  for (const char* name : {"full.json", "full.json.gz"}) {
+    const std::string path = small.dir().file(name);
+    std::size_t written = 0;
+    const std::string msg = error_of([&] {
+      auto sink = open_file_sink(path);
+      for (; written < (64u << 20); written += piece.size()) sink->write(piece);
+      sink->commit();
+    });
+    EXPECT_EQ(msg, "cannot write file to '" + path + "': No space left on device") << name;
+    // The writer thread fails on the first or second buffer; the caller can fill only the
+    // buffers in rotation before it must wait, and learns of the failure then: from write().
+    EXPECT_LT(written, 8u << 20) << name;
+    EXPECT_TRUE(entries(small.dir().path()).empty()) << name;
+  }
 }
 
 TEST(Sink, GzipRoundTrip) {
