@@ -1,6 +1,7 @@
 #include "export/sink.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -171,7 +172,11 @@ int BufferPipeline::write(std::string_view bytes) {
 int BufferPipeline::hand_off() {
   if (!thread_.joinable() && !inline_) {
     try {
-      thread_ = std::thread([this] { run(); });
+      thread_ = std::thread([this] {
+        // Named so that it can be told apart in top, in traces and by the tests.
+        pthread_setname_np(pthread_self(), "opscope-writer");
+        run();
+      });
     } catch (const std::system_error&) {
       inline_ = true;  // out of threads (or not allowed any): consume here instead
     }
