@@ -21,6 +21,16 @@ std::string quote_json(std::string_view s) {
   return w.str();
 }
 
+// Throws when a metadata value is not one valid JSON value; the message names the call, the
+// key, the parser's complaint (with its byte offset) and the value.
+void require_json(const char* call, const std::string& key, const std::string& json) {
+  std::string error;
+  if (!is_valid_json(json, &error)) {
+    throw Error(std::string(call) + ": the value for key '" + key + "' is not valid JSON (" +
+                error + "): " + json);
+  }
+}
+
 // The lenses a config asks for that this build does not record yet.
 std::vector<std::string> unrecorded_lenses(const ProfilerConfig& c) {
   std::vector<std::string> out;
@@ -229,20 +239,12 @@ void Profiler::add_metadata(const std::string& key, const std::string& value) {
 }
 
 void Profiler::add_metadata_json(const std::string& key, const std::string& json) {
-  std::string error;
-  if (!is_valid_json(json, &error)) {
-    throw Error("add_metadata_json: the value for key '" + key + "' is not valid JSON (" +
-                error + "): " + json);
-  }
+  require_json("add_metadata_json", key, json);
   impl_->metadata.emplace_back(key, json);
 }
 
 void Profiler::preset_metadata_json(const std::string& key, const std::string& json) {
-  std::string error;
-  if (!is_valid_json(json, &error)) {
-    throw Error("preset_metadata_json: the value for key '" + key + "' is not valid JSON (" +
-                error + "): " + json);
-  }
+  require_json("preset_metadata_json", key, json);
   impl_->preset_metadata.emplace_back(key, json);
 }
 
