@@ -208,9 +208,8 @@ class RecordFunction {
         thread_ = c.slot;
         sequence_nr_ = -1;
         forward_thread_id_ = 0;
-        observers_ = nullptr;
         needs_inputs_ = false;
-        state_ = kRecording;
+        state_ = kRecording;  // observers_ is read only in kObserved: not set here
         start_ = internal::ticks();
         return;
       }

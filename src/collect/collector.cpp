@@ -107,7 +107,6 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
   auto* c = new (mem) Chunk;
   c->published.store(c->records(), std::memory_order_relaxed);
   c->limit = c->records() + (bytes - sizeof(Chunk)) / sizeof(Record);
-  c->next = nullptr;
   c->bytes = bytes;
   return c;
 }
@@ -144,7 +143,6 @@ void refill_loop() {
     if (mem != nullptr) {
       c = new (mem) Chunk;
       c->limit = c->records() + (kLargeChunkBytes - sizeof(Chunk)) / sizeof(Record);
-      c->next = nullptr;
       c->bytes = kLargeChunkBytes;
     }
     lock.lock();

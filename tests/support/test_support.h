@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,10 @@ class WarningCapture {
   std::shared_ptr<std::vector<std::string>> messages_;
   WarningHandler previous_;
 };
+
+// Runs `fn` and returns the message of the opscope::Error it throws, or "(no error)", so a
+// test can assert on what a failure says.
+std::string error_of(const std::function<void()>& fn);
 
 std::string read_file(const std::string& path);
 // Decompresses a gzip file.

@@ -109,12 +109,9 @@ TEST(KeyAverages, GroupingOptionsKeepRowsByNameUntilLensesRecord) {
   auto result = two_threads();
   EXPECT_EQ(key_averages(*result, true, 3).rows().size(), 6u);
   EXPECT_THROW(key_averages(*result, false, -1), Error);
-  try {
-    key_averages(*result, false, -2);
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("group_by_stack_n"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("-2"), std::string::npos);
-  }
+  const std::string message = testing::error_of([&] { key_averages(*result, false, -2); });
+  EXPECT_NE(message.find("group_by_stack_n"), std::string::npos) << message;
+  EXPECT_NE(message.find("-2"), std::string::npos) << message;
 }
 
 TEST(KeyAverages, EmptyAndInstantOnlyResults) {

@@ -24,14 +24,7 @@ int count_named(const ProfilerResult& r, std::string_view name) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(Profiler, WrapsEachStepInAProfilerStepRange) {
   Profiler prof;

@@ -58,14 +58,7 @@ TEST(Schedule, WarmupZeroWarns) {
 }
 
 TEST(Schedule, InvalidArgumentsNameTheValue) {
-  const auto message = [](ScheduleOptions o) {
-    try {
-      schedule(o);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](ScheduleOptions o) { return testing::error_of([&] { schedule(o); }); };
   EXPECT_NE(message({.wait = -1, .warmup = 1, .active = 1}).find("wait=-1"), std::string::npos);
   EXPECT_NE(message({.wait = 0, .warmup = -2, .active = 1}).find("warmup=-2"), std::string::npos);
   EXPECT_NE(message({.wait = 0, .warmup = 1, .active = 0}).find("active=0, must be >= 1"),

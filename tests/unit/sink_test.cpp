@@ -35,14 +35,7 @@ std::vector<std::string> entries(const fs::path& dir) {
   return names;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using opscope::testing::error_of;
 
 // `n` bytes that no compressor can shrink and no shifted copy would match.
 std::string random_bytes(std::size_t n) {

@@ -457,12 +457,10 @@ TEST(TableErrors, WidthsMustBePositive) {
     EXPECT_THROW(avg.table({.max_src_column_width = bad}), Error);
     EXPECT_THROW(avg.table({.max_shapes_column_width = bad}), Error);
   }
-  try {
-    avg.table({.max_shapes_column_width = 0});
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("max_shapes_column_width"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("got 0"), std::string::npos);
-  }
+  const std::string message =
+      testing::error_of([&] { avg.table({.max_shapes_column_width = 0}); });
+  EXPECT_NE(message.find("max_shapes_column_width"), std::string::npos) << message;
+  EXPECT_NE(message.find("got 0"), std::string::npos) << message;
 }
 
 }  // namespace

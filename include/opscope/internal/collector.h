@@ -46,8 +46,8 @@ static_assert(sizeof(Record) == 32, "a range must stay within 32 bytes of buffer
 struct Chunk {
   std::atomic<Record*> published;
   Record* limit;
-  Chunk* next;         // unused by the hot path; owned by the buffer
   std::uint64_t bytes;  // size of the allocation, header included
+  std::uint64_t pad;    // keeps the records that follow 32-byte aligned
   // Records follow, 32-byte aligned.
   Record* records() noexcept { return reinterpret_cast<Record*>(this + 1); }
 };
