@@ -8,6 +8,12 @@ install(TARGETS opscope EXPORT opscopeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The allocator hook (src/memhook), in the same export set so that find_package consumers get
+# opscope::memhook. Not built under sanitizers, hence the guard.
+if(TARGET opscope_memhook)
+  install(TARGETS opscope_memhook EXPORT opscopeTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY include/opscope DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT opscopeTargets NAMESPACE opscope:: FILE opscopeTargets.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/opscope)

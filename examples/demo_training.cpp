@@ -8,11 +8,16 @@
 // two-thread pool; the pool's tasks are wrapped with opscope::wrap.
 //
 // The profiler follows schedule(wait=1, warmup=1, active=3, repeat=2): two recording windows,
-// each written to OUT_DIR as a Chrome trace (open it in https://ui.perfetto.dev).
+// each written to OUT_DIR as a Chrome trace (open it in https://ui.perfetto.dev). Every lens is
+// on: ops carry their input shapes and FLOPs, tensor storage reports its allocations by
+// category, ranges carry native call stacks and the module path (MLP.Linear_0, ...). The last
+// window is also written as collapsed stacks (for flamegraph.pl or speedscope) and as a memory
+// timeline page.
 #include <opscope/opscope.h>
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -30,14 +36,50 @@
 
 namespace {
 
+// Tensor storage reports what it allocates and frees, as an allocator inside a framework
+// would (opscope/memory.h). The category comes from the caller's MemoryCategoryScope.
+std::atomic<std::int64_t> g_allocated{0};
+
+template <typename T>
+struct ReportingAllocator {
+  using value_type = T;
+  ReportingAllocator() = default;
+  template <typename U>
+  ReportingAllocator(const ReportingAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>().allocate(n);
+    const auto bytes = static_cast<std::int64_t>(n * sizeof(T));
+    const std::int64_t total = g_allocated += bytes;
+    opscope::report_memory_usage(p, bytes, total, total);
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) {
+    const auto bytes = static_cast<std::int64_t>(n * sizeof(T));
+    const std::int64_t total = g_allocated -= bytes;
+    opscope::report_memory_usage(p, -bytes, total, total);
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <typename U>
+  bool operator==(const ReportingAllocator<U>&) const { return true; }
+};
+
 // A row-major matrix.
 struct Tensor {
   int rows = 0, cols = 0;
-  std::vector<float> data;
+  std::vector<float, ReportingAllocator<float>> data;
   Tensor() = default;
   Tensor(int r, int c) : rows(r), cols(c), data(static_cast<std::size_t>(r) * c) {}
   float* row(int r) { return data.data() + static_cast<std::size_t>(r) * cols; }
   const float* row(int r) const { return data.data() + static_cast<std::size_t>(r) * cols; }
+  // What the profiler records as this tensor's input metadata.
+  opscope::Value meta() const {
+    sizes_[0] = rows;
+    sizes_[1] = cols;
+    return opscope::Value::tensor(sizes_);
+  }
+
+ private:
+  mutable std::int64_t sizes_[2] = {0, 0};
 };
 
 // A fixed pool of worker threads with a FIFO of tasks.
@@ -127,7 +169,8 @@ void mm(const Tensor& a, const Tensor& b, const float* bias, Tensor& c) {
 }
 
 Tensor transpose(const Tensor& a) {
-  OPSCOPE_RECORD_FUNCTION("aten::t");
+  OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("aten::t", a.meta());
+  opscope::MemoryCategoryScope category(opscope::MemoryCategory::kTemporary);
   Tensor t(a.cols, a.rows);
   for (int i = 0; i < a.rows; ++i)
     for (int j = 0; j < a.cols; ++j) t.row(j)[i] = a.row(i)[j];
@@ -138,43 +181,59 @@ Tensor transpose(const Tensor& a) {
 std::int64_t g_next_sequence_nr = 0;
 
 struct Linear {
+  std::string name;                             // module name: "Linear_0", ...
   Tensor weight, bias, grad_weight, grad_bias;  // weight is [in x out]: y = x * weight + bias
   Tensor input;                                 // saved for backward
   std::int64_t sequence_nr = -1;
   std::uint64_t forward_thread = 0;
 
-  Linear(int in, int out, std::mt19937& rng) : weight(in, out), bias(1, out) {
+  Linear(std::string module_name, int in, int out, std::mt19937& rng) : name(std::move(module_name)) {
+    opscope::MemoryCategoryScope category(opscope::MemoryCategory::kParameter);
+    weight = Tensor(in, out);
+    bias = Tensor(1, out);
     std::normal_distribution<float> init(0.f, std::sqrt(2.f / static_cast<float>(in)));
     for (float& w : weight.data) w = init(rng);
   }
 
   Tensor forward(const Tensor& x) {
+    OPSCOPE_MODULE(name.c_str());
     OPSCOPE_RECORD_FUNCTION("aten::linear");
-    // The macros hide their RecordFunction; to set a sequence number, spell it out.
+    // The macros hide their RecordFunction; to set a sequence number and pass inputs, spell
+    // it out. The two-phase form builds the inputs only when a lens records them.
     static constexpr opscope::CallSite kAddmm{"aten::addmm", __func__, __FILE__, __LINE__};
-    opscope::RecordFunction rf(kAddmm, opscope::RecordScope::kFunction);
+    opscope::RecordFunction rf(opscope::RecordScope::kFunction);
+    if (rf.wants_inputs()) {
+      rf.before(kAddmm, {bias.meta(), x.meta(), weight.meta(), 1, 1});  // addmm(bias, x, w)
+    } else {
+      rf.before(kAddmm);
+    }
     sequence_nr = g_next_sequence_nr++;
     rf.set_sequence_nr(sequence_nr);
     forward_thread = rf.is_active() ? rf.thread_id() : 0;
     input = x;
+    opscope::MemoryCategoryScope category(opscope::MemoryCategory::kActivation);
     Tensor y;
     mm(x, weight, bias.data.data(), y);
     return y;
   }
 
   Tensor backward(const Tensor& grad_out) {
+    OPSCOPE_MODULE(name.c_str());
     static constexpr opscope::CallSite kSite{"AddmmBackward0", __func__, __FILE__, __LINE__};
     opscope::RecordFunction rf(kSite, opscope::RecordScope::kBackwardFunction);
     rf.set_sequence_nr(sequence_nr);
     rf.set_forward_thread_id(forward_thread);
+    opscope::MemoryCategoryScope category(opscope::MemoryCategory::kGradient);
     Tensor grad_in;
     {
-      OPSCOPE_RECORD_FUNCTION("aten::mm");
-      mm(grad_out, transpose(weight), nullptr, grad_in);
+      const Tensor wt = transpose(weight);
+      OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("aten::mm", grad_out.meta(), wt.meta());
+      mm(grad_out, wt, nullptr, grad_in);
     }
     {
-      OPSCOPE_RECORD_FUNCTION("aten::mm");
-      mm(transpose(input), grad_out, nullptr, grad_weight);
+      const Tensor it = transpose(input);
+      OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("aten::mm", it.meta(), grad_out.meta());
+      mm(it, grad_out, nullptr, grad_weight);
     }
     OPSCOPE_RECORD_FUNCTION("aten::sum");
     grad_bias = Tensor(1, grad_out.cols);
@@ -273,7 +332,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   WorkerPool pool(2);
   g_pool = &pool;
-  Linear fc1(kIn, kHidden, rng), fc2(kHidden, kHidden, rng), fc3(kHidden, kClasses, rng);
+  Linear fc1("Linear_0", kIn, kHidden, rng), fc2("Linear_1", kHidden, kHidden, rng),
+      fc3("Linear_2", kHidden, kClasses, rng);
 
   // Synthetic data: the label is the argmax of a fixed random projection of the input.
   Tensor x(kBatch, kIn), projection(kIn, kClasses);
@@ -291,6 +351,11 @@ int main(int argc, char** argv) {
     auto write_trace = opscope::tensorboard_trace_handler(out_dir.string());
     int window = 0;
     opscope::Profiler prof({
+        .record_shapes = true,
+        .profile_memory = true,
+        .with_stack = true,
+        .with_flops = true,
+        .with_modules = true,
         .schedule = opscope::schedule({.wait = 1, .warmup = 1, .active = 3, .repeat = 2}),
         .on_trace_ready =
             [&](opscope::Profiler& p) {
@@ -300,6 +365,7 @@ int main(int argc, char** argv) {
     });
     prof.start();
     for (int step = 0; step < kSteps; ++step) {
+      OPSCOPE_MODULE("MLP");
       Tensor h1 = relu(fc1.forward(x));
       Tensor h2 = relu(fc2.forward(h1));
       Tensor logits = fc3.forward(h2), grad;
@@ -314,6 +380,17 @@ int main(int argc, char** argv) {
     prof.stop();
 
     print_table(prof, 15, "Last recording window");
+    const std::string by_shape = prof.key_averages(/*group_by_input_shape=*/true)
+                                     .table({.sort_by = "cpu_time_total", .row_limit = 8,
+                                             .header = "Last window by input shape"});
+    std::printf("%s\n", by_shape.c_str());
+    const std::string stacks = (out_dir / "demo_stacks.txt").string();
+    const std::string timeline = (out_dir / "demo_memory.html").string();
+    prof.export_stacks(stacks, "self_cpu_time_total");
+    prof.export_memory_timeline(timeline, "cpu");
+    std::printf("Collapsed stacks: %s (flamegraph.pl or https://speedscope.app)\n",
+                stacks.c_str());
+    std::printf("Memory timeline:  %s\n", timeline.c_str());
     const opscope::SessionStats stats = prof.stats();
     std::printf("%llu events recorded, %llu dropped\n\n",
                 static_cast<unsigned long long>(stats.events_recorded),

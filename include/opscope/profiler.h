@@ -49,13 +49,12 @@ struct ExperimentalConfig {
 
 struct ProfilerConfig {
   std::vector<ActivityType> activities = {ActivityType::kCPU};
-  // Lenses. Accepted now; until they are built, asking for one prints a warning and the
-  // result lists it in SessionStats::not_recorded (and the trace in "opscope_not_recorded").
-  bool record_shapes = false;
-  bool profile_memory = false;
-  bool with_stack = false;
-  bool with_flops = false;
-  bool with_modules = false;
+  // Lenses: what each range records besides its times (README, "Lenses").
+  bool record_shapes = false;   // inputs given to ranges: "Input Dims", "Input Shapes" column
+  bool profile_memory = false;  // allocation reports: "[memory]" events, "CPU Mem" columns
+  bool with_stack = false;      // native call stack at range begin: "Call stack", export_stacks
+  bool with_flops = false;      // FLOPs from inputs or set_flops(): "Total ...FLOPs" column
+  bool with_modules = false;    // ModuleScope path of each range, module frames in stacks
   Schedule schedule = {};  // empty: record every step
   std::function<void(Profiler&)> on_trace_ready = {};
   ExperimentalConfig experimental = {};
@@ -89,6 +88,14 @@ class Profiler {
   // Writes result() as a Chrome trace (gzip when `path` ends in ".gz"). A failed export
   // throws and leaves the result intact, so it can be exported again elsewhere.
   void export_chrome_trace(const std::string& path) const;
+  // Writes result()'s call stacks in the collapsed format flame-graph tools read (see
+  // opscope/export.h). Needs with_stack.
+  void export_stacks(const std::string& path,
+                     const std::string& metric = "self_cpu_time_total") const;
+  // Writes result()'s memory timeline for `device` ("cpu", "cuda:0"); the format follows the
+  // suffix: .html, .json, .json.gz, .raw.json.gz. Needs record_shapes, profile_memory and
+  // with_stack, as in PyTorch.
+  void export_memory_timeline(const std::string& path, const std::string& device = "cpu") const;
   SessionStats stats() const { return result().stats(); }
 
   // Adds a string metadata entry to the window being recorded (or to the next one when none

@@ -30,10 +30,12 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "opscope/internal/clock.h"
 #include "opscope/internal/collector.h"
+#include "opscope/value.h"
 
 namespace opscope {
 
@@ -102,6 +104,18 @@ class RecordFunction {
     begin(state, reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite);
   }
 
+  // Begins a range with inputs, evaluated eagerly. Prefer the two-phase form (or
+  // OPSCOPE_RECORD_FUNCTION_WITH_INPUTS) when building the inputs costs something.
+  RecordFunction(const CallSite& site, RecordScope scope, std::span<const Value> inputs) noexcept
+      : scope_(scope) {
+    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
+    if (state == 0) [[likely]] {
+      state_ = kInactive;
+      return;
+    }
+    begin(state, reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite, inputs);
+  }
+
   // Begins a range with a dynamic name; the name is copied (interned) only when recorded.
   explicit RecordFunction(std::string_view name,
                           RecordScope scope = RecordScope::kFunction) noexcept
@@ -111,7 +125,7 @@ class RecordFunction {
       state_ = kInactive;
       return;
     }
-    begin_dynamic(state, name);
+    begin_dynamic(state, name, {});
   }
 
   RecordFunction(const RecordFunction&) = delete;
@@ -132,9 +146,36 @@ class RecordFunction {
   }
   void before(std::string_view name, std::int64_t sequence_nr = -1) noexcept {
     if (state_ == kPending) {
-      begin_dynamic(internal::g_state.load(std::memory_order_relaxed), name);
+      begin_dynamic(internal::g_state.load(std::memory_order_relaxed), name, {});
       set_sequence_nr(sequence_nr);
     }
+  }
+  // With inputs (see opscope/value.h). They are copied before before() returns.
+  void before(const CallSite& site, std::span<const Value> inputs) noexcept {
+    if (state_ == kPending) {
+      begin(internal::g_state.load(std::memory_order_relaxed),
+            reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite, inputs);
+    }
+  }
+  void before(const CallSite& site, std::initializer_list<Value> inputs) noexcept {
+    before(site, std::span<const Value>(inputs.begin(), inputs.size()));
+  }
+  void before(std::string_view name, std::span<const Value> inputs,
+              std::int64_t sequence_nr = -1) noexcept {
+    if (state_ == kPending) {
+      begin_dynamic(internal::g_state.load(std::memory_order_relaxed), name, inputs);
+      set_sequence_nr(sequence_nr);
+    }
+  }
+
+  // Two-phase form: true when someone would record the inputs given to before() (a session
+  // with record_shapes or with_flops, or an observer with needs_inputs). False otherwise, so
+  // the caller can skip building them.
+  bool wants_inputs() const noexcept {
+    if (state_ != kPending) return false;
+    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
+    return (state & (internal::kStateLenses | internal::kStateCallbacks)) != 0 &&
+           wants_inputs_slow(state);
   }
 
   // Ends the range. Safe on any thread; later calls and the destructor do nothing.
@@ -186,6 +227,21 @@ class RecordFunction {
   // True when some observer registered with needs_inputs() selects this range; the caller
   // then knows inputs would be consumed.
   bool needs_inputs() const noexcept { return is_active() && needs_inputs_; }
+  // The inputs given at begin. Valid only inside observers' start callbacks (the caller owns
+  // them); empty elsewhere.
+  std::span<const Value> inputs() const noexcept {
+    return state_ == kObserved ? inputs_ : std::span<const Value>();
+  }
+
+  // States the floating-point operations this range performs, for the with_flops lens (it
+  // replaces the estimate from the inputs). Does nothing unless a with_flops session records
+  // the range.
+  void set_flops(std::int64_t flops) noexcept {
+    if (is_active() && epoch_ != 0 &&
+        (internal::g_lenses.load(std::memory_order_relaxed) & internal::kLensFlops)) {
+      append_flops(flops);
+    }
+  }
 
  private:
   enum : std::uint8_t {
@@ -196,7 +252,8 @@ class RecordFunction {
     kObserved = 4,   // observers are attached (maybe recorded too)
   };
 
-  void begin(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags) noexcept {
+  void begin(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags,
+             std::span<const Value> inputs = {}) noexcept {
     if ((state & internal::kStateFlagMask) == internal::kStateRecordAllThreads) [[likely]] {
       internal::ThreadContext& c = internal::t_ctx;
       const std::uint32_t epoch = internal::epoch_of(state);
@@ -216,12 +273,18 @@ class RecordFunction {
       state_ = kInactive;
       return;
     }
-    begin_slow(state, name, name_flags);
+    begin_slow(state, name, name_flags, inputs);
   }
 
-  [[gnu::noinline]] void begin_dynamic(std::uint32_t state, std::string_view name) noexcept;
+  [[gnu::noinline]] void begin_dynamic(std::uint32_t state, std::string_view name,
+                                       std::span<const Value> inputs) noexcept;
   [[gnu::noinline]] void begin_slow(std::uint32_t state, std::uintptr_t name,
-                                    std::uint8_t name_flags) noexcept;
+                                    std::uint8_t name_flags,
+                                    std::span<const Value> inputs) noexcept;
+  // Records what the session's lenses ask for at begin: inputs, call stack, module path.
+  [[gnu::noinline]] void record_lenses(std::span<const Value> inputs) noexcept;
+  [[gnu::noinline]] bool wants_inputs_slow(std::uint32_t state) const noexcept;
+  [[gnu::noinline]] void append_flops(std::int64_t flops) noexcept;
   [[gnu::noinline]] void end_observed() noexcept;
   [[gnu::noinline]] void append_link() noexcept;
 
@@ -232,6 +295,7 @@ class RecordFunction {
   std::int64_t sequence_nr_;
   std::uint64_t forward_thread_id_;
   internal::ObserverFrame* observers_;  // owned; set only in the kObserved state
+  std::span<const Value> inputs_;       // set only in the kObserved state, for start callbacks
   std::uint32_t epoch_;                 // session epoch recorded into; 0 = not recorded
   std::uint32_t id_;
   std::uint16_t thread_;
@@ -317,3 +381,18 @@ bool has_callbacks();                // either of the above
 #define OPSCOPE_USER_SCOPE(name) OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kUserScope)
 #define OPSCOPE_BACKWARD_FUNCTION(name) \
   OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kBackwardFunction)
+
+// A kFunction range with inputs (opscope/value.h). The inputs are evaluated only when someone
+// records them (record_shapes, with_flops, an observer with needs_inputs):
+//   OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("aten::mm", opscope::Value::tensor({m, k}),
+//                                        opscope::Value::tensor({k, n}));
+#define OPSCOPE_RECORD_FUNCTION_WITH_INPUTS(name, ...)                                       \
+  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){             \
+      name, __func__, __FILE__, __LINE__};                                                   \
+  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_, __LINE__)(                        \
+      ::opscope::RecordScope::kFunction);                                                    \
+  if (OPSCOPE_CONCAT_(opscope_range_, __LINE__).wants_inputs())                              \
+    OPSCOPE_CONCAT_(opscope_range_, __LINE__)                                                \
+        .before(OPSCOPE_CONCAT_(opscope_site_, __LINE__), {__VA_ARGS__});                    \
+  else                                                                                       \
+    OPSCOPE_CONCAT_(opscope_range_, __LINE__).before(OPSCOPE_CONCAT_(opscope_site_, __LINE__))

@@ -20,7 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "opscope/memory.h"
 #include "opscope/record_function.h"
+#include "opscope/value.h"
 
 namespace opscope {
 
@@ -29,6 +31,38 @@ enum class EventKind : std::uint8_t {
   kRange = 0,       // began and ended on the same thread
   kAsyncRange = 1,  // ended on another thread; shown on the thread that began it, not nested
   kInstant = 2,     // a mark
+  kMemory = 3,      // an allocation report (profile_memory): an instant with EventDetail::memory
+};
+
+// One allocation report.
+struct MemoryUse {
+  std::uint64_t address = 0;
+  std::int64_t bytes = 0;  // negative on free
+  std::int64_t total_allocated = 0;
+  std::int64_t total_reserved = 0;
+  Device device;
+  MemoryCategory category = MemoryCategory::kUnknown;
+  MemoryAction action = MemoryAction::kAllocate;
+};
+
+// One frame of a call stack: a native return address, or a labelled frame (a module
+// "nn.Module: Linear_0", later a Python "file.py(12): fn") that needs no symbolizing.
+struct StackFrame {
+  std::uint64_t pc = 0;     // native frames
+  std::string_view label;   // labelled frames (pc == 0)
+
+  bool is_native() const { return label.empty(); }
+  friend bool operator==(const StackFrame&, const StackFrame&) = default;
+};
+
+// What lenses recorded about one event. Only events that have some carry one.
+struct EventDetail {
+  std::vector<RecordedValue> inputs;  // record_shapes / with_flops; empty: none given
+  bool has_inputs = false;            // the range was given inputs (maybe zero of them)
+  std::int32_t stack = -1;            // index into ProfilerResult::stacks(); -1: none
+  std::string_view module_path;       // with_modules: "Model.Linear_0"; empty: none
+  std::int64_t flops = -1;            // stated by the caller (RecordFunction::set_flops)
+  MemoryUse memory;                   // for EventKind::kMemory
 };
 
 struct ThreadInfo {
@@ -48,9 +82,12 @@ struct Event {
   std::int64_t sequence_nr = -1;   // -1 when not set
   std::uint64_t forward_thread_id = 0;  // 0 when not set
   std::int32_t thread = 0;         // index into ProfilerResult::threads()
-  std::int32_t parent = -1;        // index of the enclosing event on the same thread, or -1
+  // The enclosing range on the same thread, or -1. Instants and memory events get the
+  // innermost range open on their thread at that time, but are not linked as its children.
+  std::int32_t parent = -1;
   std::int32_t first_child = -1;
   std::int32_t next_sibling = -1;
+  std::int32_t detail = -1;        // index into ProfilerResult::details(); -1: none
   EventKind kind = EventKind::kRange;
   RecordScope scope = RecordScope::kFunction;
 
@@ -63,9 +100,18 @@ struct SessionStats {
   std::uint64_t events_dropped = 0;      // lost to the buffer limit
   std::uint64_t buffer_bytes = 0;        // buffer memory the window used
   std::uint64_t buffer_limit_bytes = 0;  // ExperimentalConfig::buffer_limit_bytes
-  // Options that were asked for but that this build does not record yet ("record_shapes",
-  // "profile_memory", "with_stack", "with_flops", "with_modules", "cuda").
+  // Options that were asked for but that this build does not record ("cuda" without a GPU
+  // backend).
   std::vector<std::string> not_recorded;
+};
+
+// The lenses a window recorded with (ProfilerConfig's switches).
+struct LensSet {
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = false;
+  bool with_flops = false;
+  bool with_modules = false;
 };
 
 class ProfilerResult {
@@ -87,9 +133,21 @@ class ProfilerResult {
   // Metadata as (key, JSON text) pairs in the order they were added.
   const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
   const SessionStats& stats() const { return stats_; }
+  const LensSet& lenses() const { return lenses_; }
+
+  // Lens data of an event, or nullptr when it has none.
+  const EventDetail* detail(const Event& e) const {
+    return e.detail < 0 ? nullptr : &details_[static_cast<std::size_t>(e.detail)];
+  }
+  const std::vector<EventDetail>& details() const { return details_; }
+  // Distinct call stacks, each innermost frame first.
+  const std::vector<std::vector<StackFrame>>& stacks() const { return stacks_; }
 
  private:
   std::vector<Event> events_;
+  std::vector<EventDetail> details_;
+  std::vector<std::vector<StackFrame>> stacks_;
+  LensSet lenses_;
   std::vector<ThreadInfo> threads_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   SessionStats stats_;
@@ -150,6 +208,11 @@ class ProfilerResult::Builder {
   void apply_links(Fn&& fn) {
     for (Event& e : result_->events_) fn(e);
   }
+  // Adds lens data and returns its index for Event::detail.
+  std::int32_t add_detail(EventDetail detail);
+  // Adds a distinct stack (innermost first) and returns its index for EventDetail::stack.
+  std::int32_t add_stack(std::vector<StackFrame> frames);
+  void set_lenses(const LensSet& lenses);
   void add_metadata(std::string key, std::string json_value);
   void set_window(std::int64_t start_ns, std::int64_t end_ns);
   void set_pid(std::int64_t pid);

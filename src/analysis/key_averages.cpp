@@ -10,19 +10,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/flops.h"
+#include "analysis/inputs_text.h"
+#include "analysis/stacks.h"
 #include "opscope/error.h"
 
 namespace opscope {
 namespace {
 
-// What makes two events the same row. Only the name today: when the shape and stack lenses
-// land, their interned ids join here (equal text must give equal ids, as for names), and
-// key_of(), the hash and text_equal() below grow with them.
+// What makes two events the same row on the fast path: the name. Grouping by input shapes or
+// stack takes the keyed path in key_averages() instead.
 struct GroupKey {
   std::string_view name;
 };
@@ -44,6 +47,10 @@ struct Partial {
   std::int64_t count = 0;
   std::int64_t total_ns = 0;
   std::int64_t self_ns = 0;
+  std::int64_t memory = 0;
+  std::int64_t self_memory = 0;
+  std::int64_t flops = 0;
+  std::size_t first = 0;  // index of the first event, for its shapes and stack
   bool is_async = false;
   bool top_level = false;
 
@@ -58,10 +65,61 @@ struct Partial {
     count += o.count;
     total_ns += o.total_ns;
     self_ns += o.self_ns;
+    memory += o.memory;
+    self_memory += o.self_memory;
+    flops += o.flops;
     is_async |= o.is_async;
     top_level |= o.top_level;
   }
 };
+
+// Per-event sums of the lenses, indexed like result.events(); empty when the window did not
+// record the lens.
+struct LensSums {
+  std::vector<std::int64_t> memory;       // bytes reported inside the event, children included
+  std::vector<std::int64_t> self_memory;  // bytes reported directly inside it
+  std::vector<std::int64_t> flops;
+
+  explicit LensSums(const ProfilerResult& result) {
+    const std::vector<Event>& events = result.events();
+    if (result.lenses().profile_memory) {
+      self_memory.assign(events.size(), 0);
+      for (const Event& e : events) {
+        if (e.kind != EventKind::kMemory || e.parent < 0) continue;
+        const EventDetail* d = result.detail(e);
+        if (d != nullptr && d->memory.action != MemoryAction::kVersion) {
+          self_memory[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
+        }
+      }
+      // Children follow their parents in events(), so one backward pass sums subtrees.
+      memory = self_memory;
+      for (std::size_t i = events.size(); i-- > 0;) {
+        const Event& e = events[i];
+        if (e.kind == EventKind::kRange && e.parent >= 0) {
+          memory[static_cast<std::size_t>(e.parent)] += memory[i];
+        }
+      }
+    }
+    if (result.lenses().with_flops) {
+      flops.assign(events.size(), 0);
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        if (result.detail(events[i]) != nullptr) flops[i] = analysis::flops_of(result, events[i]);
+      }
+    }
+  }
+
+  void add(Partial& p, std::size_t i) const {
+    if (!memory.empty()) {
+      p.memory += memory[i];
+      p.self_memory += self_memory[i];
+    }
+    if (!flops.empty()) p.flops += flops[i];
+  }
+};
+
+bool is_row_event(const Event& e) {
+  return e.kind != EventKind::kInstant && e.kind != EventKind::kMemory;
+}
 
 // Open addressing on the name's address and length: identity, not text. Linear probing over a
 // power-of-two table kept at most half full; a few hundred entries stay in L1.
@@ -122,28 +180,72 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
     throw Error("key_averages: group_by_stack_n must be >= 0 (0 = do not group by stack), got " +
                 std::to_string(group_by_stack_n));
   }
-  // Shapes and stacks are not recorded yet, so both groupings are by name alone for now.
-  (void)group_by_input_shape;
-
-  std::vector<Partial> partials;
-  IdentityTable table;
-  for (const Event& e : result.events()) {
-    if (e.kind == EventKind::kInstant) continue;
-    partials[table.find_or_add(key_of(e), partials)].add(e);
-  }
-
-  // Merge groups with equal text. Groups were created in order of first appearance, so the
-  // first group of each text is its earliest event and the rows keep first-seen order.
-  std::unordered_map<GroupKey, std::size_t, TextHash, TextEqual> row_of;
-  row_of.reserve(partials.size());
+  const std::vector<Event>& events = result.events();
+  const LensSums sums(result);
   std::vector<Partial> merged;
-  merged.reserve(partials.size());
-  for (const Partial& p : partials) {
-    auto [it, added] = row_of.try_emplace(p.key, merged.size());
-    if (added) {
-      merged.push_back(p);
-    } else {
-      merged[it->second].merge(p);
+  // Texts of each distinct stack, computed once (symbolizing is the expensive part).
+  std::optional<analysis::Symbolizer> symbolizer;  // created on first use
+  std::vector<std::vector<std::string>> stack_texts(group_by_stack_n > 0 ? result.stacks().size()
+                                                                         : 0);
+  std::vector<bool> stack_done(stack_texts.size(), false);
+  const auto stack_of = [&](const Event& e) -> const std::vector<std::string>* {
+    const EventDetail* d = result.detail(e);
+    if (group_by_stack_n == 0 || d == nullptr || d->stack < 0) return nullptr;
+    const auto s = static_cast<std::size_t>(d->stack);
+    if (!stack_done[s]) {
+      if (!symbolizer) symbolizer.emplace();
+      stack_texts[s] = analysis::stack_text(result, e, *symbolizer,
+                                            static_cast<std::size_t>(group_by_stack_n));
+      stack_done[s] = true;
+    }
+    return &stack_texts[s];
+  };
+  const auto shapes_of = [&](const Event& e) {
+    const EventDetail* d = result.detail(e);
+    return d == nullptr ? std::string("[]") : analysis::shapes_text(d->inputs);
+  };
+
+  if (group_by_input_shape || group_by_stack_n > 0) {
+    // Keyed by text: name, shapes, stack frames. Slower than identity grouping, and only
+    // taken when asked for.
+    std::unordered_map<std::string, std::size_t> row_of;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
+      if (!is_row_event(e)) continue;
+      std::string key(e.name);
+      if (group_by_input_shape) key.append("\x1f").append(shapes_of(e));
+      if (const auto* stack = stack_of(e)) {
+        for (const std::string& f : *stack) key.append("\x1f").append(f);
+      }
+      auto [it, added] = row_of.try_emplace(std::move(key), merged.size());
+      if (added) merged.push_back(Partial{GroupKey{e.name}, 0, 0, 0, 0, 0, 0, i});
+      Partial& p = merged[it->second];
+      p.add(e);
+      sums.add(p, i);
+    }
+  } else {
+    std::vector<Partial> partials;
+    IdentityTable table;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
+      if (!is_row_event(e)) continue;
+      Partial& p = partials[table.find_or_add(key_of(e), partials)];
+      if (p.count == 0) p.first = i;
+      p.add(e);
+      sums.add(p, i);
+    }
+    // Merge groups with equal text. Groups were created in order of first appearance, so the
+    // first group of each text is its earliest event and the rows keep first-seen order.
+    std::unordered_map<GroupKey, std::size_t, TextHash, TextEqual> row_of;
+    row_of.reserve(partials.size());
+    merged.reserve(partials.size());
+    for (const Partial& p : partials) {
+      auto [it, added] = row_of.try_emplace(p.key, merged.size());
+      if (added) {
+        merged.push_back(p);
+      } else {
+        merged[it->second].merge(p);
+      }
     }
   }
 
@@ -157,9 +259,17 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
     row.self_cpu_time_total_ns = p.self_ns;
     row.is_async = p.is_async;
     row.top_level = p.top_level;
+    row.cpu_memory_usage = p.memory;
+    row.self_cpu_memory_usage = p.self_memory;
+    row.flops = p.flops;
+    if (group_by_input_shape) row.input_shapes = shapes_of(events[p.first]);
+    if (const auto* stack = stack_of(events[p.first])) row.stack = *stack;
     rows.push_back(std::move(row));
   }
-  return KeyAverages(std::move(rows));
+  KeyAverages out(std::move(rows));
+  out.profile_memory = result.lenses().profile_memory;
+  out.with_flops = result.lenses().with_flops;
+  return out;
 }
 
 }  // namespace opscope

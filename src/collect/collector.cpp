@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <thread>
 #include <fstream>
@@ -19,6 +20,7 @@ namespace internal {
 
 constinit thread_local ThreadContext t_ctx __attribute__((tls_model("initial-exec"))) = {};
 std::atomic<std::uint32_t> g_state{0};
+std::atomic<std::uint32_t> g_lenses{0};
 
 }  // namespace internal
 
@@ -303,13 +305,26 @@ std::uint32_t begin_epoch(const EpochOptions& options) {
   g_last_epoch.store(epoch);
   g_bytes.store(0, std::memory_order_relaxed);
   g_limit.store(options.buffer_limit_bytes, std::memory_order_relaxed);
-  const std::uint32_t flag = options.record_all_threads ? internal::kStateRecordAllThreads
-                                                        : internal::kStateRecordSomeThreads;
+  std::uint32_t flag = options.record_all_threads ? internal::kStateRecordAllThreads
+                                                  : internal::kStateRecordSomeThreads;
+  // Lenses that need work at every range begin send ranges to the slow path; memory reports
+  // only need g_lenses.
+  constexpr std::uint32_t kPerRange = internal::kLensShapes | internal::kLensStack |
+                                      internal::kLensFlops | internal::kLensModules;
+  if (options.lenses & kPerRange) flag |= internal::kStateLenses;
+  internal::g_lenses.store(options.lenses, std::memory_order_relaxed);
   update_state(internal::kStateCallbacks, (epoch << 8) | flag);
   return epoch;
 }
 
-void end_epoch() { update_state(internal::kStateCallbacks, 0); }
+void end_epoch() {
+  update_state(internal::kStateCallbacks, 0);
+  internal::g_lenses.store(0, std::memory_order_relaxed);
+}
+
+std::uint32_t active_lenses() noexcept {
+  return internal::g_lenses.load(std::memory_order_relaxed);
+}
 
 Drained drain(std::uint32_t epoch) {
   Drained out;
@@ -404,36 +419,72 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
   }
 }
 
+namespace {
+
+// Moves the calling thread to a fresh chunk charged against the byte limit. Near the limit it
+// falls back to a small chunk so the last bytes of the budget still hold events. Returns false
+// when the limit (or memory) refuses.
+bool next_chunk(ThreadContext& c) noexcept {
+  collect::ThreadBuffer& b = *collect::t_hook.buffer;
+  Chunk* fresh = nullptr;
+  for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {
+    if (!collect::charge(bytes, /*always=*/false)) continue;
+    fresh = collect::new_chunk(bytes);
+    if (fresh != nullptr) break;
+    collect::g_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  if (fresh == nullptr) return false;
+  try {
+    std::lock_guard<std::mutex> lock(b.mu);
+    b.chunks.push_back(fresh);
+  } catch (...) {
+    collect::release_chunk(fresh);
+    return false;
+  }
+  c.chunk = fresh;
+  c.cur = fresh->records();
+  c.end = fresh->limit;
+  return true;
+}
+
+}  // namespace
+
 void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
   if (c.exiting) return;
   if (c.epoch != epoch && !prepare_thread(epoch)) return;  // a stale range: drop silently
-  if (c.cur == c.end) {
-    collect::ThreadBuffer& b = *collect::t_hook.buffer;
-    Chunk* fresh = nullptr;
-    // Near the limit, fall back to a small chunk so the last bytes of the budget still hold
-    // events.
-    for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {
-      if (!collect::charge(bytes, /*always=*/false)) continue;
-      fresh = collect::new_chunk(bytes);
-      if (fresh != nullptr) break;
-      collect::g_bytes.fetch_sub(bytes, std::memory_order_relaxed);
-    }
-    if (fresh == nullptr) {
-      b.dropped.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(b.mu);
-      b.chunks.push_back(fresh);
-    }
-    c.chunk = fresh;
-    c.cur = fresh->records();
-    c.end = fresh->limit;
+  if (c.cur == c.end && !next_chunk(c)) {
+    collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   *c.cur = record;
   ++c.cur;
   c.chunk->published.store(c.cur, std::memory_order_release);
+}
+
+bool append_blob(Record header, const void* payload, std::size_t bytes,
+                 std::uint32_t epoch) noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.exiting) return false;
+  if (c.epoch != epoch && !prepare_thread(epoch)) return false;
+  const std::size_t payload_records = (bytes + sizeof(Record) - 1) / sizeof(Record);
+  const std::size_t n = 1 + payload_records;
+  // A blob never spans chunks: when it does not fit, the rest of this chunk stays unused (a
+  // blob is at most a few KiB; a large chunk holds 2 MiB).
+  if (static_cast<std::size_t>(c.end - c.cur) < n) {
+    if (!next_chunk(c) || static_cast<std::size_t>(c.end - c.cur) < n) {
+      collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  header.end = bytes;
+  c.cur[0] = header;
+  if (bytes != 0) {
+    std::memcpy(static_cast<void*>(c.cur + 1), payload, bytes);
+  }
+  c.cur += n;
+  c.chunk->published.store(c.cur, std::memory_order_release);
+  return true;
 }
 
 }  // namespace internal

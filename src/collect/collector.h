@@ -24,10 +24,14 @@ inline constexpr std::size_t kLargeChunkBytes = 2 * 1024 * 1024;
 struct EpochOptions {
   std::uint64_t buffer_limit_bytes = 1ull << 30;
   bool record_all_threads = true;
+  std::uint32_t lenses = 0;  // internal::kLens* bits
 };
 
 // Opens a new epoch and makes ranges record into it. Returns the epoch (never 0).
 std::uint32_t begin_epoch(const EpochOptions& options);
+
+// The kLens* bits of the open epoch (0 when none).
+std::uint32_t active_lenses() noexcept;
 
 // Stops recording: ranges that begin from now on are not recorded. Ranges already running
 // still end into their buffers, which drain() may or may not see.

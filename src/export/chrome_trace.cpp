@@ -11,10 +11,14 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "analysis/flops.h"
+#include "analysis/inputs_text.h"
+#include "analysis/stacks.h"
 #include "export/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
@@ -264,7 +268,88 @@ char* put_args(char* p, const Event& e) {
     p = put(p, R"(,"Fwd thread id":)");
     p = put_uint(p, e.forward_thread_id);
   }
-  return put(p, "}}");
+  return p;
+}
+
+// The args lenses add to a range (record_shapes, with_stack, with_modules, with_flops), after
+// the fixed ones; the writer is positioned inside "args".
+void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
+                       std::optional<analysis::Symbolizer>& symbolizer) {
+  const EventDetail& d = *r.detail(e);
+  w.set_need_comma(true);
+  if (d.has_inputs && r.lenses().record_shapes) {
+    w.key("Input Dims");
+    w.begin_array();
+    for (const RecordedValue& v : d.inputs) w.raw(analysis::shape_text(v));
+    w.end_array();
+    w.key("Input type");
+    w.begin_array();
+    for (const RecordedValue& v : d.inputs) w.string(analysis::type_text(v));
+    w.end_array();
+    bool any_strides = false, any_scalar = false;
+    for (const RecordedValue& v : d.inputs) {
+      any_strides |= !v.strides.empty();
+      any_scalar |= !analysis::concrete_text(v).empty();
+    }
+    if (any_strides) {
+      w.key("Input Strides");
+      w.begin_array();
+      for (const RecordedValue& v : d.inputs) {
+        w.begin_array();
+        for (std::int64_t x : v.strides) w.integer(x);
+        w.end_array();
+      }
+      w.end_array();
+    }
+    if (any_scalar) {
+      w.key("Concrete Inputs");
+      w.begin_array();
+      for (const RecordedValue& v : d.inputs) w.string(analysis::concrete_text(v));
+      w.end_array();
+    }
+  }
+  if (r.lenses().with_flops) {
+    const std::int64_t flops = analysis::flops_of(r, e);
+    if (flops > 0) {
+      w.key("flops");
+      w.integer(flops);
+    }
+  }
+  if (!d.module_path.empty()) {
+    w.key("Module Hierarchy");
+    w.string(d.module_path);
+  }
+  if (d.stack >= 0) {
+    if (!symbolizer) symbolizer.emplace();
+    std::string text;
+    for (const std::string& frame : analysis::stack_text(r, e, *symbolizer)) {
+      if (!text.empty()) text += ';';
+      text += frame;
+    }
+    w.key("Call stack");
+    w.string(text);
+  }
+}
+
+// A "[memory]" instant's args, as Kineto writes them.
+void write_memory_args(JsonWriter& w, const MemoryUse& m) {
+  w.set_need_comma(true);
+  w.key("args");
+  w.begin_object();
+  w.key("Device Type");
+  w.integer(static_cast<std::int64_t>(m.device.type));
+  w.key("Device Id");
+  w.integer(m.device.index);
+  w.key("Addr");
+  w.uinteger(m.address);
+  w.key("Bytes");
+  w.integer(m.bytes);
+  w.key("Total Allocated");
+  w.integer(m.total_allocated);
+  w.key("Total Reserved");
+  w.integer(m.total_reserved);
+  w.end_object();
+  w.end_object();
 }
 
 }  // namespace
@@ -294,6 +379,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
   }
 
   PrefixCache prefixes;
+  std::optional<analysis::Symbolizer> symbolizer;  // for "Call stack", created on first use
   std::int32_t current_thread = -1;
   const std::int64_t base = r.start_time_ns();
   for (const Event& e : r.events()) {
@@ -310,7 +396,8 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
     switch (e.kind) {
       case EventKind::kRange: open = user ? kOpenUserRange : kOpenRange; break;
       case EventKind::kAsyncRange: open = user ? kOpenUserAsync : kOpenAsync; break;
-      case EventKind::kInstant: open = kOpenInstant; break;
+      case EventKind::kInstant:
+      case EventKind::kMemory: open = kOpenInstant; break;
     }
     const std::string_view prefix = prefixes.get(e.name, open);
     char* p = w.reserve(kEventSlack + 2 * padded(prefix.size()));
@@ -322,12 +409,23 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
         p = put(p, R"(,"dur":)");
         p = put_micros(p, e.end_ns - e.start_ns);
         p = put_args(p, e);
+        if (e.detail >= 0) [[unlikely]] {
+          w.commit(p);
+          write_detail_args(w, r, e, symbolizer);
+          p = w.reserve(8);
+        }
+        p = put(p, "}}");
         break;
       case EventKind::kAsyncRange: {
         p = put(p, R"(,"id":)");
         p = put_uint(p, e.handle);
         p = put_args(p, e);
-        p = put(p, ",\n");
+        if (e.detail >= 0) [[unlikely]] {
+          w.commit(p);
+          write_detail_args(w, r, e, symbolizer);
+          p = w.reserve(kEventSlack + 2 * padded(prefix.size()));
+        }
+        p = put(p, "}},\n");
         // Room was reserved for two prefixes of the same length.
         p = copy_padded(p, prefixes.get(e.name, user ? kCloseUserAsync : kCloseAsync));
         p = put_micros(p, e.end_ns - base);
@@ -338,6 +436,15 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
       }
       case EventKind::kInstant:
         p = put(p, "}");
+        break;
+      case EventKind::kMemory:
+        w.commit(p);
+        if (const EventDetail* d = r.detail(e)) {
+          write_memory_args(w, d->memory);
+        } else {
+          w.append("}");
+        }
+        p = w.reserve(0);
         break;
     }
     w.commit(p);

@@ -31,14 +31,9 @@ void require_json(const char* call, const std::string& key, const std::string& j
   }
 }
 
-// The lenses a config asks for that this build does not record yet.
-std::vector<std::string> unrecorded_lenses(const ProfilerConfig& c) {
+// What a config asks for that this build does not record.
+std::vector<std::string> unrecorded(const ProfilerConfig& c) {
   std::vector<std::string> out;
-  if (c.record_shapes) out.emplace_back("record_shapes");
-  if (c.profile_memory) out.emplace_back("profile_memory");
-  if (c.with_stack) out.emplace_back("with_stack");
-  if (c.with_flops) out.emplace_back("with_flops");
-  if (c.with_modules) out.emplace_back("with_modules");
   for (ActivityType a : c.activities) {
     if (a == ActivityType::kCUDA) out.emplace_back("cuda");
   }
@@ -118,6 +113,8 @@ struct Profiler::Impl {
         w.epoch.record_all_threads = config.experimental.record_all_threads;
         w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
         w.not_recorded = not_recorded;
+        w.lenses = {config.record_shapes, config.profile_memory, config.with_stack,
+                    config.with_flops, config.with_modules};
         recorder.start_window(w);
         break;
       }
@@ -139,7 +136,7 @@ struct Profiler::Impl {
 Profiler::Profiler(ProfilerConfig config) : impl_(std::make_unique<Impl>()) {
   if (config.activities.empty()) config.activities = supported_activities();
   impl_->schedule = config.schedule ? config.schedule : default_schedule();
-  impl_->not_recorded = unrecorded_lenses(config);
+  impl_->not_recorded = unrecorded(config);
   impl_->config = std::move(config);
 }
 
@@ -232,6 +229,14 @@ KeyAverages Profiler::key_averages(bool group_by_input_shape, int group_by_stack
 
 void Profiler::export_chrome_trace(const std::string& path) const {
   opscope::export_chrome_trace(result(), path);
+}
+
+void Profiler::export_stacks(const std::string& path, const std::string& metric) const {
+  opscope::export_stacks(result(), path, metric);
+}
+
+void Profiler::export_memory_timeline(const std::string& path, const std::string& device) const {
+  opscope::export_memory_timeline(result(), path, device);
 }
 
 void Profiler::add_metadata(const std::string& key, const std::string& value) {

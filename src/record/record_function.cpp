@@ -3,8 +3,11 @@
 
 #include "collect/collector.h"
 #include "collect/string_table.h"
+#include "opscope/module.h"
 #include "opscope/record_function.h"
 #include "record/observers.h"
+#include "record/stack_capture.h"
+#include "record/value_codec.h"
 
 namespace opscope {
 namespace {
@@ -60,7 +63,8 @@ std::uint64_t RecordFunction::thread_id() const noexcept {
   return is_active() ? collect::tid_of_slot(thread_) : 0;
 }
 
-void RecordFunction::begin_dynamic(std::uint32_t state, std::string_view name) noexcept {
+void RecordFunction::begin_dynamic(std::uint32_t state, std::string_view name,
+                                   std::span<const Value> inputs) noexcept {
   std::uint32_t id;
   try {
     id = collect::intern(name);
@@ -68,11 +72,72 @@ void RecordFunction::begin_dynamic(std::uint32_t state, std::string_view name) n
     state_ = kInactive;  // out of memory while interning: do not record rather than throw
     return;
   }
-  begin(state, id, internal::kNameInterned);
+  begin(state, id, internal::kNameInterned, inputs);
+}
+
+bool RecordFunction::wants_inputs_slow(std::uint32_t state) const noexcept {
+  if ((state & internal::kStateLenses) &&
+      (internal::g_lenses.load(std::memory_order_relaxed) &
+       (internal::kLensShapes | internal::kLensFlops))) {
+    return true;
+  }
+  if (state & internal::kStateCallbacks) {
+    try {
+      for (const auto& list : {internal::global_callbacks(), internal::thread_callbacks()}) {
+        if (!list) continue;
+        for (const auto& entry : *list) {
+          if (entry->callback.needs_inputs() && entry->callback.selects(scope_)) return true;
+        }
+      }
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
+void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
+  const std::uint32_t lenses = internal::g_lenses.load(std::memory_order_relaxed);
+  const auto side = [&](internal::RecordKind kind) {
+    return internal::Record{0, 0, 0, id_, thread_, static_cast<std::uint8_t>(scope_),
+                            static_cast<std::uint8_t>(kind), 0};
+  };
+  if ((lenses & (internal::kLensShapes | internal::kLensFlops)) && !inputs.empty()) {
+    // One buffer per thread, reused: encoding allocates only while it grows.
+    thread_local std::string encoded;
+    try {
+      record::encode_inputs(inputs, encoded);
+      internal::append_blob(side(internal::RecordKind::kInputs), encoded.data(), encoded.size(),
+                            epoch_);
+    } catch (...) {
+      // Out of memory: the range keeps its times, without inputs.
+    }
+  }
+  if (lenses & internal::kLensStack) {
+    std::uint64_t frames[record::kMaxStackFrames];
+    // Skip this function's and begin_slow's frames: the innermost frame kept is the function
+    // holding the range (or, for dynamic names, begin_dynamic, which export leaves out).
+    const std::size_t n = record::capture_stack(frames, record::kMaxStackFrames, 2,
+                                                (lenses & internal::kLensModules) != 0);
+    internal::append_blob(side(internal::RecordKind::kStack), frames,
+                          n * sizeof(std::uint64_t), epoch_);
+  }
+  if ((lenses & internal::kLensModules) && internal::t_module != nullptr) {
+    internal::Record r = side(internal::RecordKind::kModule);
+    r.name = internal::t_module->path_id;
+    internal::append(r, epoch_);
+  }
+}
+
+void RecordFunction::append_flops(std::int64_t flops) noexcept {
+  internal::append({static_cast<std::uint64_t>(flops), 0, 0, id_, thread_,
+                    static_cast<std::uint8_t>(scope_),
+                    static_cast<std::uint8_t>(internal::RecordKind::kFlops), 0},
+                   epoch_);
 }
 
 void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
-                                std::uint8_t name_flags) noexcept {
+                                std::uint8_t name_flags,
+                                std::span<const Value> inputs) noexcept {
   internal::ThreadContext& c = internal::t_ctx;
   const std::uint32_t epoch = internal::epoch_of(state);
   const bool session_wants =
@@ -90,8 +155,10 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
   // Handles must be unique across threads, which needs a registered slot.
   thread_ = c.registered ? c.slot : collect::ensure_registered();
   id_ = c.next_id++;
+  if (record && (state & internal::kStateLenses)) record_lenses(inputs);
   // Observers see an active range: mark it so name() and handle() work in start callbacks.
   state_ = kObserved;
+  inputs_ = inputs;
 
   if (state & internal::kStateCallbacks) {
     try {
@@ -110,6 +177,7 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
       // attached so far still get their end call.
     }
   }
+  inputs_ = {};  // the caller's inputs do not outlive begin
   if (!record && observers_ == nullptr) {
     state_ = kInactive;
     return;

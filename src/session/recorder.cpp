@@ -2,12 +2,17 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 
 #include "clock/clock.h"
 #include "collect/string_table.h"
 #include "opscope/error.h"
+#include "record/memory_record.h"
+#include "record/stack_capture.h"
+#include "record/value_codec.h"
 
 namespace opscope::session {
 namespace {
@@ -23,6 +28,71 @@ std::string_view resolve_name(const internal::Record& r) {
 std::uint64_t handle_of(const internal::Record& r) {
   return (static_cast<std::uint64_t>(r.thread) << 32) | r.id;
 }
+
+std::uint32_t lens_bits(const LensSet& l) {
+  std::uint32_t bits = 0;
+  if (l.record_shapes) bits |= internal::kLensShapes;
+  if (l.profile_memory) bits |= internal::kLensMemory;
+  if (l.with_stack) bits |= internal::kLensStack;
+  if (l.with_flops) bits |= internal::kLensFlops;
+  if (l.with_modules) bits |= internal::kLensModules;
+  return bits;
+}
+
+// Number of payload records that follow a blob header.
+std::size_t payload_records(const internal::Record& header) {
+  return (header.end + sizeof(internal::Record) - 1) / sizeof(internal::Record);
+}
+
+struct WordsHash {
+  std::size_t operator()(const std::vector<std::uint64_t>& v) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::uint64_t w : v) h = (h ^ w) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// Lens side records of one window, joined to their ranges by handle once all are read.
+class DetailTable {
+ public:
+  explicit DetailTable(ProfilerResult::Builder& builder) : builder_(builder) {}
+
+  EventDetail& of(std::uint64_t handle) { return pending_[handle]; }
+  bool empty() const { return pending_.empty(); }
+
+  std::int32_t stack(std::span<const std::uint64_t> words) {
+    std::vector<std::uint64_t> key(words.begin(), words.end());
+    auto [it, added] = stack_ids_.try_emplace(std::move(key), 0);
+    if (added) {
+      std::vector<StackFrame> frames;
+      frames.reserve(words.size());
+      for (std::uint64_t w : words) {
+        if (w & record::kLabelFrameBit) {
+          frames.push_back({0, collect::interned(static_cast<std::uint32_t>(w))});
+        } else {
+          frames.push_back({w, {}});
+        }
+      }
+      it->second = builder_.add_stack(std::move(frames));
+    }
+    return it->second;
+  }
+
+  // Hands each event its detail, by handle.
+  void attach() {
+    if (pending_.empty()) return;
+    builder_.apply_links([&](Event& e) {
+      if (e.kind == EventKind::kMemory) return;
+      auto it = pending_.find(e.handle);
+      if (it != pending_.end()) e.detail = builder_.add_detail(std::move(it->second));
+    });
+  }
+
+ private:
+  ProfilerResult::Builder& builder_;
+  std::unordered_map<std::uint64_t, EventDetail> pending_;
+  std::unordered_map<std::vector<std::uint64_t>, std::int32_t, WordsHash> stack_ids_;
+};
 
 }  // namespace
 
@@ -52,7 +122,9 @@ void Recorder::start_window(const WindowOptions& options) {
   previous_membership_ = collect::thread_membership();
   start_ticks_ = internal::ticks();
   if (options.record_cpu) {
-    epoch_ = collect::begin_epoch(options.epoch);
+    collect::EpochOptions epoch = options.epoch;
+    epoch.lenses = lens_bits(options.lenses);
+    epoch_ = collect::begin_epoch(epoch);
     collect::set_thread_membership(epoch_);
   }
 }
@@ -90,13 +162,60 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
     std::uint64_t forward_thread_id;
   };
   std::unordered_map<std::uint64_t, Link> links;
+  DetailTable details(builder);
 
   for (const auto& t : drained.threads) {
     const std::int32_t own = thread_of_slot[t.slot];
-    for (const internal::Record& r : t.records) {
+    const std::vector<internal::Record>& records = t.records;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const internal::Record& r = records[i];
       const auto kind = static_cast<internal::RecordKind>(r.kind);
       if (kind == internal::RecordKind::kLink) {
         links[handle_of(r)] = {static_cast<std::int64_t>(r.start), r.end};
+        continue;
+      }
+      if (kind == internal::RecordKind::kFlops) {
+        details.of(handle_of(r)).flops = static_cast<std::int64_t>(r.start);
+        continue;
+      }
+      if (kind == internal::RecordKind::kModule) {
+        details.of(handle_of(r)).module_path =
+            collect::interned(static_cast<std::uint32_t>(r.name));
+        continue;
+      }
+      if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
+          kind == internal::RecordKind::kMemory) {
+        const std::size_t n = payload_records(r);
+        if (records.size() - i - 1 < n) break;  // cannot happen: blobs are published whole
+        const auto* payload = reinterpret_cast<const std::byte*>(&records[i + 1]);
+        i += n;
+        if (kind == internal::RecordKind::kInputs) {
+          EventDetail& d = details.of(handle_of(r));
+          d.inputs = record::decode_inputs(std::span<const std::byte>(payload, r.end));
+          d.has_inputs = true;
+        } else if (kind == internal::RecordKind::kStack) {
+          details.of(handle_of(r)).stack = details.stack(std::span<const std::uint64_t>(
+              reinterpret_cast<const std::uint64_t*>(payload), r.end / sizeof(std::uint64_t)));
+        } else {
+          record::MemoryPayload m;
+          std::memcpy(&m, payload, sizeof m);
+          EventDetail d;
+          d.memory = {r.name,
+                      m.bytes,
+                      m.total_allocated,
+                      m.total_reserved,
+                      {static_cast<DeviceType>(m.device_type), m.device_index},
+                      static_cast<MemoryCategory>(r.scope),
+                      static_cast<MemoryAction>(r.flags)};
+          Event e;
+          e.name = "[memory]";
+          e.start_ns = e.end_ns = conv.to_wall_ns(r.start);
+          e.handle = handle_of(r);
+          e.kind = EventKind::kMemory;
+          e.thread = own;
+          e.detail = builder.add_detail(std::move(d));
+          builder.add_event(e);
+        }
         continue;
       }
       Event e;
@@ -131,6 +250,9 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
       }
     });
   }
+
+  details.attach();
+  builder.set_lenses(options_.lenses);
 
   for (auto& [key, value] : metadata) builder.add_metadata(std::move(key), std::move(value));
   SessionStats& stats = builder.stats();

@@ -20,7 +20,8 @@ namespace opscope::session {
 struct WindowOptions {
   collect::EpochOptions epoch;
   bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
-  std::vector<std::string> not_recorded;  // lenses asked for but not built (SessionStats)
+  std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
+  LensSet lenses;  // what ranges and allocation reports record besides their times
 };
 
 class Recorder {

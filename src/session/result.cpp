@@ -22,6 +22,18 @@ void ProfilerResult::Builder::add_event(const Event& event) { result_->events_.p
 
 void ProfilerResult::Builder::reserve(std::size_t events) { result_->events_.reserve(events); }
 
+std::int32_t ProfilerResult::Builder::add_detail(EventDetail detail) {
+  result_->details_.push_back(std::move(detail));
+  return static_cast<std::int32_t>(result_->details_.size() - 1);
+}
+
+std::int32_t ProfilerResult::Builder::add_stack(std::vector<StackFrame> frames) {
+  result_->stacks_.push_back(std::move(frames));
+  return static_cast<std::int32_t>(result_->stacks_.size() - 1);
+}
+
+void ProfilerResult::Builder::set_lenses(const LensSet& lenses) { result_->lenses_ = lenses; }
+
 void ProfilerResult::Builder::add_metadata(std::string key, std::string json_value) {
   result_->metadata_.emplace_back(std::move(key), std::move(json_value));
 }
@@ -59,6 +71,15 @@ std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
       open.clear();
       last_child.clear();
       current_thread = e.thread;
+    }
+    if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) {
+      // Owned by the innermost range still open at this time; not linked as a child.
+      while (!open.empty() && events[static_cast<std::size_t>(open.back())].end_ns < e.start_ns) {
+        open.pop_back();
+        last_child.pop_back();
+      }
+      if (!open.empty()) e.parent = open.back();
+      continue;
     }
     if (e.kind != EventKind::kRange) continue;
     // Close what ended before this one starts; a range that is not contained in the one on

@@ -69,7 +69,7 @@ std::shared_ptr<const ProfilerResult> sample_result() {
   b.stats().events_dropped = 5;
   b.stats().buffer_bytes = 1024;
   b.stats().buffer_limit_bytes = 4096;
-  b.stats().not_recorded = {"record_shapes", "profile_memory"};
+  b.stats().not_recorded = {"cuda"};
   return b.finish();
 }
 
@@ -106,8 +106,8 @@ TEST(ChromeTrace, TopLevelLayout) {
   EXPECT_EQ(o["events_dropped"], 5);
   EXPECT_EQ(o["buffer_bytes"], 1024);
   EXPECT_EQ(o["buffer_limit_bytes"], 4096);
-  EXPECT_EQ(o["not_recorded"], json({"record_shapes", "profile_memory"}));
-  EXPECT_EQ(t["opscope_not_recorded"], json({"record_shapes", "profile_memory"}));
+  EXPECT_EQ(o["not_recorded"], json({"cuda"}));
+  EXPECT_EQ(t["opscope_not_recorded"], json({"cuda"}));
   // Kineto's key order: metadata after the schema, events before the name.
   EXPECT_LT(text.find("\"schemaVersion\""), text.find("\"distributedInfo\""));
   EXPECT_LT(text.find("\"baseTimeNanoseconds\""), text.find("\"traceEvents\""));

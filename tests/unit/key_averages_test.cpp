@@ -105,7 +105,7 @@ TEST(KeyAverages, TableGolden) {
             testing::read_file(std::string(OPSCOPE_GOLDEN_DIR) + "/table_key_averages_sorted.txt"));
 }
 
-TEST(KeyAverages, GroupingOptionsKeepRowsByNameUntilLensesRecord) {
+TEST(KeyAverages, GroupingWithoutRecordedShapesOrStacksKeepsRowsByName) {
   auto result = two_threads();
   EXPECT_EQ(key_averages(*result, true, 3).rows().size(), 6u);
   EXPECT_THROW(key_averages(*result, false, -1), Error);

@@ -150,7 +150,7 @@ TEST(Profiler, MetadataIsValidatedAndKept) {
   EXPECT_EQ(md[2], (std::pair<std::string, std::string>{"json", "[1, 2, 3]"}));
 }
 
-TEST(Profiler, UnbuiltLensesAreAcceptedAndMarked) {
+TEST(Profiler, CudaWithoutBackendIsAcceptedAndMarked) {
   testing::WarningCapture warnings;
   Profiler prof({.activities = {ActivityType::kCPU, ActivityType::kCUDA},
                  .record_shapes = true,
@@ -158,8 +158,11 @@ TEST(Profiler, UnbuiltLensesAreAcceptedAndMarked) {
   prof.start();
   prof.stop();
   const auto& nr = prof.stats().not_recorded;
-  EXPECT_EQ(nr, (std::vector<std::string>{"record_shapes", "with_stack", "cuda"}));
-  EXPECT_TRUE(warnings.contains("record_shapes, with_stack, cuda"));
+  EXPECT_EQ(nr, (std::vector<std::string>{"cuda"}));
+  EXPECT_TRUE(warnings.contains("not recorded by this build yet: cuda"));
+  EXPECT_TRUE(prof.result().lenses().record_shapes);
+  EXPECT_TRUE(prof.result().lenses().with_stack);
+  EXPECT_FALSE(prof.result().lenses().profile_memory);
 }
 
 TEST(Profiler, RecordsWorkerThreadsByDefault) {

@@ -22,6 +22,13 @@ enum class RecordKind : std::uint8_t {
   kRange = 1,    // a RecordFunction: begin and end ticks
   kInstant = 2,  // a mark: start == end
   kLink = 3,     // side record of a range: start = sequence number, end = forward thread id
+  // Blobs: a header record followed by ceil(end / 32) payload records (see append_blob).
+  // The header's (thread, id) names the range the blob belongs to; start is its tick.
+  kInputs = 4,   // payload: the range's inputs, encoded by src/record/value_codec
+  kStack = 5,    // payload: frame words, innermost first (see src/record/stack_capture.h)
+  kMemory = 6,   // payload: MemoryPayload; name = address, scope = category, flags = action
+  kFlops = 7,    // side record of a range: start = FLOPs stated by the caller
+  kModule = 8,   // side record of a range: name = interned module path ("Model.Linear_0")
 };
 
 // Flags in Record::flags.
@@ -79,7 +86,16 @@ extern std::atomic<std::uint32_t> g_state;
 inline constexpr std::uint32_t kStateRecordAllThreads = 1;  // session records every thread
 inline constexpr std::uint32_t kStateRecordSomeThreads = 2;  // session records member threads
 inline constexpr std::uint32_t kStateCallbacks = 4;          // some observer may be active
+inline constexpr std::uint32_t kStateLenses = 8;  // the session asks ranges for more than times
 inline constexpr std::uint32_t kStateFlagMask = 0xFF;
+
+// The lenses of the active session (0 when none), read by slow paths and by the memory report.
+extern std::atomic<std::uint32_t> g_lenses;
+inline constexpr std::uint32_t kLensShapes = 1;
+inline constexpr std::uint32_t kLensMemory = 2;
+inline constexpr std::uint32_t kLensStack = 4;
+inline constexpr std::uint32_t kLensFlops = 8;
+inline constexpr std::uint32_t kLensModules = 16;
 
 inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8; }
 
@@ -91,6 +107,11 @@ inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8;
 // Appends when the fast path cannot: another epoch, a full chunk, or the byte limit reached
 // (then the record is dropped and counted).
 [[gnu::noinline]] void append_slow(const Record& record, std::uint32_t epoch) noexcept;
+// Appends `header` (its `end` set to `bytes`) and `bytes` of payload in ceil(bytes / 32)
+// records, all or nothing: when the byte limit refuses, the blob is dropped and counted as
+// one event. Returns false when dropped.
+bool append_blob(Record header, const void* payload, std::size_t bytes,
+                 std::uint32_t epoch) noexcept;
 
 // Appends one record to the calling thread's buffer for `epoch`. No lock, no allocation
 // unless a new chunk is needed; publishing is one release store.

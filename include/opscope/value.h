@@ -1,0 +1,131 @@
+// opscope/value.h: the inputs of a range, passed as a small non-owning value type.
+//
+// A Value describes one input of an operator the way PyTorch's IValue does for the profiler:
+// tensor metadata (sizes, strides, dtype name, device), a scalar, a string, or a list of
+// values. It only points at what the caller owns; a recording range copies what it needs
+// before returning, so temporaries are fine:
+//
+//   opscope::RecordFunction rf(opscope::RecordScope::kFunction);
+//   if (rf.wants_inputs()) {
+//     rf.before(site, {opscope::Value::tensor({32, 64}), opscope::Value::tensor({64, 128}),
+//                      opscope::Value(1.0)});
+//   } else {
+//     rf.before(site);
+//   }
+//
+// OPSCOPE_RECORD_FUNCTION_WITH_INPUTS (opscope/record_function.h) writes that for you and
+// evaluates the inputs only when someone records them.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace opscope {
+
+// What a Value holds. Values reach no file (files carry names), but keep them stable.
+enum class ValueKind : std::uint8_t {
+  kNone = 0,
+  kTensor = 1,
+  kInt = 2,
+  kDouble = 3,
+  kBool = 4,
+  kString = 5,
+  kList = 6,
+};
+
+class Value {
+ public:
+  Value() = default;  // None
+  Value(bool v) : kind_(ValueKind::kBool) { scalar_.b = v; }
+  template <typename T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+  Value(T v) : kind_(ValueKind::kInt) {
+    scalar_.i = static_cast<std::int64_t>(v);
+  }
+  Value(double v) : kind_(ValueKind::kDouble) { scalar_.d = v; }
+  Value(float v) : Value(static_cast<double>(v)) {}
+  Value(const char* s) : Value(std::string_view(s)) {}
+  Value(std::string_view s) : kind_(ValueKind::kString), text_(s) {}
+  Value(const std::string& s) : Value(std::string_view(s)) {}
+
+  // Tensor metadata. `strides` may be empty (unknown); `dtype` is the element type's name as
+  // PyTorch prints it ("float", "double", "long int", "c10::Half", ...).
+  static Value tensor(std::span<const std::int64_t> sizes, std::string_view dtype = "float",
+                      std::span<const std::int64_t> strides = {},
+                      std::string_view device = "cpu") {
+    Value v;
+    v.kind_ = ValueKind::kTensor;
+    v.sizes_ = sizes;
+    v.strides_ = strides;
+    v.text_ = dtype;
+    v.device_ = device;
+    return v;
+  }
+  static Value tensor(std::initializer_list<std::int64_t> sizes,
+                      std::string_view dtype = "float",
+                      std::initializer_list<std::int64_t> strides = {},
+                      std::string_view device = "cpu") {
+    return tensor(std::span<const std::int64_t>(sizes.begin(), sizes.size()), dtype,
+                  std::span<const std::int64_t>(strides.begin(), strides.size()), device);
+  }
+  // A list (of tensors, scalars, or mixed).
+  static Value list(std::span<const Value> items) {
+    Value v;
+    v.kind_ = ValueKind::kList;
+    v.items_ = items;
+    return v;
+  }
+  static Value list(std::initializer_list<Value> items) {
+    return list(std::span<const Value>(items.begin(), items.size()));
+  }
+
+  ValueKind kind() const { return kind_; }
+  std::span<const std::int64_t> sizes() const { return sizes_; }
+  std::span<const std::int64_t> strides() const { return strides_; }
+  std::string_view dtype() const { return kind_ == ValueKind::kTensor ? text_ : std::string_view(); }
+  std::string_view device() const { return device_; }
+  std::int64_t to_int() const { return scalar_.i; }
+  double to_double() const { return scalar_.d; }
+  bool to_bool() const { return scalar_.b; }
+  std::string_view to_string() const { return kind_ == ValueKind::kString ? text_ : std::string_view(); }
+  std::span<const Value> items() const { return items_; }
+
+ private:
+  ValueKind kind_ = ValueKind::kNone;
+  union Scalar {
+    std::int64_t i;
+    double d;
+    bool b;
+  } scalar_{0};
+  std::string_view text_;    // dtype of a tensor, or the string
+  std::string_view device_;  // tensor device
+  std::span<const std::int64_t> sizes_;
+  std::span<const std::int64_t> strides_;
+  std::span<const Value> items_;
+};
+
+// A Value as a finished window keeps it (owning).
+struct RecordedValue {
+  ValueKind kind = ValueKind::kNone;
+  std::vector<std::int64_t> sizes;    // tensor
+  std::vector<std::int64_t> strides;  // tensor; empty when not given
+  std::string text;                   // tensor dtype, or the string value
+  std::string device;                 // tensor
+  std::int64_t i = 0;
+  double d = 0.0;
+  bool b = false;
+  std::vector<RecordedValue> items;  // list
+  // Elements of a long list beyond what was kept (see kMaxRecordedListItems).
+  std::uint32_t items_dropped = 0;
+};
+
+// Lists longer than this keep their first kMaxRecordedListItems elements (PyTorch cuts
+// execution traces at 4096 too).
+inline constexpr std::size_t kMaxRecordedListItems = 4096;
+
+}  // namespace opscope

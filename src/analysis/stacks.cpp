@@ -1,0 +1,33 @@
+#include "analysis/stacks.h"
+
+#include <string_view>
+
+namespace opscope::analysis {
+namespace {
+
+// Frames of the recording machinery itself: what the capture could not skip by count (the
+// dynamic-name and two-phase entry points add a frame or two).
+bool is_recording_frame(Symbolizer& symbolizer, const StackFrame& frame) {
+  if (!frame.is_native()) return false;
+  const std::string& fn = symbolizer.resolve(frame.pc).function;
+  return std::string_view(fn).starts_with("opscope::RecordFunction::") ||
+         std::string_view(fn).starts_with("opscope::record::");
+}
+
+}  // namespace
+
+std::vector<std::string> stack_text(const ProfilerResult& result, const Event& event,
+                                    Symbolizer& symbolizer, std::size_t max_frames) {
+  std::vector<std::string> out;
+  const EventDetail* d = result.detail(event);
+  if (d == nullptr || d->stack < 0) return out;
+  const std::vector<StackFrame>& frames = result.stacks()[static_cast<std::size_t>(d->stack)];
+  std::size_t i = 0;
+  while (i < frames.size() && is_recording_frame(symbolizer, frames[i])) ++i;
+  for (; i < frames.size() && (max_frames == 0 || out.size() < max_frames); ++i) {
+    out.push_back(symbolizer.text(frames[i]));
+  }
+  return out;
+}
+
+}  // namespace opscope::analysis

@@ -1,0 +1,382 @@
+// Symbolization of native return addresses, at export only.
+//
+// Two sources, best first:
+// - libdw (elfutils), when opscope was configured with it (OPSCOPE_HAVE_LIBDW): reads the
+//   process's own ELF files in-process, so it knows static functions (.symtab, which dladdr
+//   cannot see), file:line from DWARF, and which calls were inlined. An address inside inlined
+//   code (a RecordFunction constructor, a std::vector method) is reported at the line of the
+//   outermost inlined call, the line in the function that is named: "train.cpp(42): step()"
+//   rather than "stl_vector.h(1287): step()".
+// - dladdr, when libdw is absent or does not know the address: the object and its load base,
+//   the function when it is in the dynamic symbol table (shared libraries; executables only
+//   with -rdynamic).
+//
+// Separate debug files are looked up by build id in the standard local directories
+// (/usr/lib/debug/.build-id), never through debuginfod: an export must not reach the network
+// (elfutils' standard lookup does when DEBUGINFOD_URLS is set).
+//
+// Cost. elfutils' own per-address lookups are linear: dwfl_module_addrinfo scans the whole
+// symbol table (160 us per address in libstdc++ on this machine) and dwarf_getscopes the
+// whole compile unit (280 us in libc with its debug info), so an export with a few thousand
+// distinct frames took seconds. Instead each module's function symbols are read once into a
+// sorted table, and each compile unit's outermost inlined calls once into another (the price
+// of one dwarf_getscopes per unit), and an address is a binary search in both: 1.4 us per
+// address in libstdc++; in libc, where nearly every address opens a new unit and its line
+// table, 100 us. A Symbolizer opens the process's modules once (reading /proc/self/maps,
+// 0.25 ms) and caches every address it resolved (a hit costs 4 ns), so an export pays per
+// distinct address, not per event (bench/stack_bench.cpp).
+#include "analysis/symbolizer.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#ifndef OPSCOPE_HAVE_LIBDW
+#define OPSCOPE_HAVE_LIBDW 0
+#endif
+#if OPSCOPE_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
+
+namespace opscope::analysis {
+namespace {
+
+// A symbol's name for people: demangled, without the symbol version that .symtab names of
+// shared libraries carry ("__libc_start_main@@GLIBC_2.34"; mangled names never contain '@').
+std::string demangle(const char* name) {
+  if (name == nullptr || *name == '\0') return {};
+  std::string plain(name);
+  if (const std::size_t at = plain.find('@'); at != std::string::npos && at > 0) {
+    plain.resize(at);
+  }
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> out(
+      abi::__cxa_demangle(plain.c_str(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && out != nullptr ? std::string(out.get()) : plain;
+}
+
+// The last two components of a path: "/src/opscope/src/record/x.cpp" -> "record/x.cpp".
+// Enough to tell files apart without the build machine's directories.
+std::string_view short_path(std::string_view path) {
+  const std::size_t last = path.rfind('/');
+  if (last == std::string_view::npos || last == 0) return path;
+  const std::size_t before = path.rfind('/', last - 1);
+  return before == std::string_view::npos ? path : path.substr(before + 1);
+}
+
+std::string_view base_name(std::string_view path) {
+  const std::size_t last = path.rfind('/');
+  return last == std::string_view::npos ? path : path.substr(last + 1);
+}
+
+std::string hex(std::uint64_t v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(v));
+  return buffer;
+}
+
+#if OPSCOPE_HAVE_LIBDW
+// Separate debug info is looked up by build id in the local debug directories only (see the
+// top comment): dwfl_build_id_find_debuginfo, unlike dwfl_standard_find_debuginfo, never
+// asks a debuginfod server.
+char* g_debuginfo_path = nullptr;  // nullptr: elfutils' default directories
+const Dwfl_Callbacks kCallbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_build_id_find_debuginfo,
+    .section_address = nullptr,
+    .debuginfo_path = &g_debuginfo_path,
+};
+
+// A function symbol: [start, end) in process addresses. Names point into libdw's copy of
+// the string table, valid while the Dwfl is open.
+struct Symbol {
+  GElf_Addr start;
+  GElf_Addr end;
+  const char* name;
+  int rank;  // at one address: global before weak before local
+};
+
+int binding_rank(const GElf_Sym& sym) {
+  switch (GELF_ST_BIND(sym.st_info)) {
+    case STB_GLOBAL:
+      return 0;
+    case STB_WEAK:
+      return 1;
+    default:
+      return 2;
+  }
+}
+
+// The function symbols of `mod` (.symtab when the file or its debug file has one, else
+// .dynsym), sorted by address, one per address.
+std::vector<Symbol> read_symbols(Dwfl_Module* mod) {
+  std::vector<Symbol> out;
+  const int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+    const int type = GELF_ST_TYPE(sym.st_info);
+    if (name == nullptr || *name == '\0' || sym.st_shndx == SHN_UNDEF ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC)) {
+      continue;
+    }
+    out.push_back({addr, addr + sym.st_size, name, binding_rank(sym)});
+  }
+  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) {
+    if (a.start != b.start) return a.start < b.start;
+    if ((a.end > a.start) != (b.end > b.start)) return a.end > a.start;  // sized first
+    return a.rank < b.rank;
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const Symbol& a, const Symbol& b) { return a.start == b.start; }),
+            out.end());
+  return out;
+}
+
+// The symbol whose range holds `addr`; a symbol without a size only at its own address.
+const Symbol* find_symbol(const std::vector<Symbol>& symbols, GElf_Addr addr) {
+  auto it = std::upper_bound(symbols.begin(), symbols.end(), addr,
+                             [](GElf_Addr a, const Symbol& s) { return a < s.start; });
+  // A few steps back: a small symbol inside a larger one (a local label typed as a function)
+  // may start after the function that holds `addr`.
+  for (int steps = 0; it != symbols.begin() && steps < 8; ++steps) {
+    --it;
+    if (addr < it->end || addr == it->start) return &*it;
+  }
+  return nullptr;
+}
+
+// The outermost inlined call of a function: where, in the function the symbol names, the
+// inlined code at [lo, hi) was called. Addresses are DWARF addresses (without the bias).
+struct InlinedCall {
+  Dwarf_Addr lo;
+  Dwarf_Addr hi;
+  const char* file;
+  int line;
+};
+
+// Tags whose children may hold code: what the walk below descends into. Types and their
+// members, the bulk of a C++ unit, are skipped.
+bool may_hold_code(int tag) {
+  switch (tag) {
+    case DW_TAG_subprogram:
+    case DW_TAG_lexical_block:
+    case DW_TAG_namespace:
+    case DW_TAG_module:
+    case DW_TAG_try_block:
+    case DW_TAG_catch_block:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Collects the inlined calls under `die` that are not inside another inlined call.
+void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_count,
+                           std::vector<InlinedCall>& out) {
+  Dwarf_Die child;
+  if (dwarf_child(die, &child) != 0) return;
+  do {
+    const int tag = dwarf_tag(&child);
+    if (tag == DW_TAG_inlined_subroutine) {
+      Dwarf_Attribute attr;
+      Dwarf_Word file_index = 0;
+      Dwarf_Word call_line = 0;
+      if (dwarf_formudata(dwarf_attr(&child, DW_AT_call_file, &attr), &file_index) != 0 ||
+          dwarf_formudata(dwarf_attr(&child, DW_AT_call_line, &attr), &call_line) != 0 ||
+          call_line == 0 || file_index >= file_count) {
+        continue;  // no call site: the address keeps the line of its own code
+      }
+      const char* file = dwarf_filesrc(files, file_index, nullptr, nullptr);
+      if (file == nullptr) continue;
+      Dwarf_Addr base = 0, start = 0, end = 0;
+      for (std::ptrdiff_t offset = 0;
+           (offset = dwarf_ranges(&child, offset, &base, &start, &end)) > 0;) {
+        // GCC emits empty ranges for inlined code that became no instruction (an empty asm).
+        if (start < end) out.push_back({start, end, file, static_cast<int>(call_line)});
+      }
+    } else if (may_hold_code(tag)) {
+      collect_inlined_calls(&child, files, file_count, out);
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+// The inlined calls of one compile unit, sorted by address.
+std::vector<InlinedCall> read_inlined_calls(Dwarf_Die* cu) {
+  std::vector<InlinedCall> out;
+  Dwarf_Files* files = nullptr;
+  std::size_t file_count = 0;
+  if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) return out;
+  collect_inlined_calls(cu, files, file_count, out);
+  std::sort(out.begin(), out.end(),
+            [](const InlinedCall& a, const InlinedCall& b) { return a.lo < b.lo; });
+  return out;
+}
+
+// What one module's lookups need, read on first use.
+struct ModuleTables {
+  bool symbols_read = false;
+  std::vector<Symbol> symbols;
+  std::unordered_map<Dwarf_Off, std::vector<InlinedCall>> inlined_by_unit;  // by CU offset
+};
+#endif
+
+}  // namespace
+
+struct Symbolizer::Impl {
+#if OPSCOPE_HAVE_LIBDW
+  Dwfl* dwfl = nullptr;
+  bool opened = false;
+  std::unordered_map<Dwfl_Module*, ModuleTables> modules;
+
+  // Opens the process's modules on first use; nullptr when libdw cannot.
+  Dwfl* session() {
+    if (!opened) {
+      opened = true;
+      dwfl = dwfl_begin(&kCallbacks);
+      if (dwfl != nullptr) {
+        dwfl_report_begin(dwfl);
+        const bool ok = dwfl_linux_proc_report(dwfl, getpid()) == 0 &&
+                        dwfl_report_end(dwfl, nullptr, nullptr) == 0;
+        if (!ok) {
+          dwfl_end(dwfl);
+          dwfl = nullptr;
+        }
+      }
+    }
+    return dwfl;
+  }
+
+  const Symbol* symbol(Dwfl_Module* mod, GElf_Addr addr) {
+    ModuleTables& t = modules[mod];
+    if (!t.symbols_read) {
+      t.symbols = read_symbols(mod);
+      t.symbols_read = true;
+    }
+    return find_symbol(t.symbols, addr);
+  }
+
+  // The call site of the outermost inlined function containing `addr`: the line in the
+  // function the symbol names. False when `addr` is not in inlined code.
+  bool outer_call_site(Dwfl_Module* mod, GElf_Addr addr, std::string& file, int& line) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* cu = dwfl_module_addrdie(mod, addr, &bias);
+    if (cu == nullptr) return false;
+    auto [it, added] = modules[mod].inlined_by_unit.try_emplace(dwarf_dieoffset(cu));
+    if (added) it->second = read_inlined_calls(cu);
+    const std::vector<InlinedCall>& calls = it->second;
+    const Dwarf_Addr a = addr - bias;
+    auto c = std::upper_bound(calls.begin(), calls.end(), a,
+                              [](Dwarf_Addr x, const InlinedCall& call) { return x < call.lo; });
+    // The ranges of one function's outermost inlined calls do not overlap; a few steps back
+    // tolerate producers whose ranges do.
+    for (int steps = 0; c != calls.begin() && steps < 8; ++steps) {
+      --c;
+      if (a < c->hi) {
+        file = c->file;
+        line = c->line;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Resolves `addr` (pc - 1) with libdw. False when no module holds it.
+  bool resolve(std::uint64_t pc, std::uint64_t addr, SymbolizedFrame& f) {
+    Dwfl* d = session();
+    if (d == nullptr) return false;
+    Dwfl_Module* mod = dwfl_addrmodule(d, addr);
+    if (mod == nullptr) return false;
+    Dwarf_Addr start = 0;
+    const char* path = nullptr;
+    const char* name =
+        dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, &path, nullptr);
+    // The file's real path (/proc/self/maps), where dladdr would name the program argv[0].
+    if (path != nullptr) {
+      f.object = path;
+    } else if (name != nullptr) {
+      f.object = name;
+    }
+    f.offset = pc - start;
+    if (const Symbol* s = symbol(mod, addr); s != nullptr) f.function = demangle(s->name);
+    if (!outer_call_site(mod, addr, f.file, f.line)) {
+      if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr); l != nullptr) {
+        int lineno = 0;
+        const char* file = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
+        if (file != nullptr && lineno > 0) {
+          f.file = file;
+          f.line = lineno;
+        }
+      }
+    }
+    return true;
+  }
+
+  ~Impl() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
+#else
+  bool resolve(std::uint64_t, std::uint64_t, SymbolizedFrame&) { return false; }
+#endif
+};
+
+Symbolizer::Symbolizer() : impl_(new Impl) {}
+
+Symbolizer::~Symbolizer() { delete impl_; }
+
+const SymbolizedFrame& Symbolizer::resolve(std::uint64_t pc) {
+  if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
+  SymbolizedFrame f;
+  // A return address points after the call; the call itself is one byte before.
+  const std::uint64_t addr = pc > 0 ? pc - 1 : 0;
+  if (addr != 0 && !impl_->resolve(pc, addr, f)) {
+    // dladdr too scans a symbol table per call, but only runs without libdw or for an address
+    // libdw's view of the process does not hold (a library loaded after the Symbolizer).
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(addr), &info) != 0) {
+      if (info.dli_fname != nullptr) f.object = info.dli_fname;
+      f.offset = pc - reinterpret_cast<std::uint64_t>(info.dli_fbase);
+      if (info.dli_sname != nullptr && info.dli_saddr != nullptr) {
+        f.function = demangle(info.dli_sname);
+      }
+    }
+  }
+  return cache_.emplace(pc, std::move(f)).first->second;
+}
+
+bool Symbolizer::reads_debug_info() { return OPSCOPE_HAVE_LIBDW != 0; }
+
+std::string Symbolizer::text(const StackFrame& frame) {
+  if (!frame.is_native()) return std::string(frame.label);
+  const SymbolizedFrame& f = resolve(frame.pc);
+  if (!f.function.empty()) {
+    if (f.line > 0 && !f.file.empty()) {
+      std::string out(short_path(f.file));
+      out += '(';
+      out += std::to_string(f.line);
+      out += "): ";
+      out += f.function;
+      return out;
+    }
+    return f.function;
+  }
+  if (!f.object.empty()) {
+    std::string out(base_name(f.object));
+    out += '+';
+    out += hex(f.offset);
+    return out;
+  }
+  return hex(frame.pc);
+}
+
+}  // namespace opscope::analysis

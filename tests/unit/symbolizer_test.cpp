@@ -1,0 +1,179 @@
+// Symbolizer (src/analysis/symbolizer.h): return addresses to demangled names and file:line,
+// once per address.
+#include "analysis/symbolizer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "record/stack_capture.h"
+
+// Outside namespace opscope so that the symbolized names are unambiguous.
+namespace opscope_symbolizer_test {
+
+struct Capture {
+  std::array<std::uint64_t, opscope::record::kMaxStackFrames> words{};
+  std::size_t n = 0;
+};
+
+inline void keep_frame() { asm volatile("" ::: "memory"); }
+
+// Where the captures below are made, for the line checks.
+constexpr int kCaptureLine = __LINE__ + 3;
+[[gnu::noipa]] void capture_here(Capture& c, int unused) {
+  static_cast<void>(unused);
+  c.n = opscope::record::capture_stack(c.words.data(), c.words.size(), 0, false);
+  keep_frame();
+}
+
+// Two levels of inlining between the capture and the function that is named: the frame is
+// reported at the line in that function, not in a helper it inlined.
+[[gnu::always_inline]] inline void inlined_inner(Capture& c) {
+  c.n = opscope::record::capture_stack(c.words.data(), c.words.size(), 0, false);
+  keep_frame();
+}
+[[gnu::always_inline]] inline void inlined_outer(Capture& c) {
+  keep_frame();
+  inlined_inner(c);
+  keep_frame();
+}
+constexpr int kInlinedCallLine = __LINE__ + 3;
+[[gnu::noipa]] void calls_inlined(Capture& c) {
+  keep_frame();
+  inlined_outer(c);
+  keep_frame();
+}
+
+}  // namespace opscope_symbolizer_test
+
+namespace opscope {
+namespace {
+
+using analysis::SymbolizedFrame;
+using analysis::Symbolizer;
+using opscope_symbolizer_test::Capture;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return std::string_view(s).ends_with(suffix);
+}
+
+// Whether this test binary was compiled with debug info (-g; Release builds have none): the
+// source lines of its functions can only be known then. Function names need libdw alone.
+bool has_line_info() {
+  Symbolizer s;
+  return s.resolve(reinterpret_cast<std::uint64_t>(&opscope_symbolizer_test::capture_here) + 1)
+             .line > 0;
+}
+
+#define SKIP_WITHOUT_LIBDW()                               \
+  if (!Symbolizer::reads_debug_info())                     \
+  GTEST_SKIP() << "built without libdw: static functions " \
+                  "have no name, no frame has a line"
+#define SKIP_WITHOUT_LINES() \
+  SKIP_WITHOUT_LIBDW();      \
+  if (!has_line_info()) GTEST_SKIP() << "the test binary has no debug info (built without -g)"
+
+TEST(Symbolizer, NamesStaticAndNamespacedFunctionsDemangled) {
+  SKIP_WITHOUT_LIBDW();
+  Capture c;
+  opscope_symbolizer_test::capture_here(c, 1);
+  ASSERT_GE(c.n, 2u);
+  Symbolizer s;
+  const SymbolizedFrame& f = s.resolve(c.words[0]);
+  EXPECT_EQ(f.function,
+            "opscope_symbolizer_test::capture_here(opscope_symbolizer_test::Capture&, int)");
+  EXPECT_NE(f.object.find("opscope_tests"), std::string::npos) << f.object;
+  EXPECT_GT(f.offset, 0u);
+  // The caller: this test's body, in an anonymous namespace (a local symbol dladdr cannot see).
+  EXPECT_NE(s.resolve(c.words[1]).function.find("NamesStaticAndNamespacedFunctionsDemangled"),
+            std::string::npos)
+      << s.resolve(c.words[1]).function;
+}
+
+TEST(Symbolizer, NamesTheSourceLine) {
+  SKIP_WITHOUT_LINES();
+  Capture c;
+  opscope_symbolizer_test::capture_here(c, 1);
+  ASSERT_GE(c.n, 2u);
+  Symbolizer s;
+  const SymbolizedFrame& f = s.resolve(c.words[0]);
+  EXPECT_TRUE(ends_with(f.file, "unit/symbolizer_test.cpp")) << f.file;
+  EXPECT_EQ(f.line, opscope_symbolizer_test::kCaptureLine);
+  // The caller: this test's body, a few lines above.
+  const SymbolizedFrame& caller = s.resolve(c.words[1]);
+  EXPECT_TRUE(ends_with(caller.file, "symbolizer_test.cpp")) << caller.file;
+  EXPECT_GT(caller.line, opscope_symbolizer_test::kInlinedCallLine);
+  EXPECT_LT(caller.line, __LINE__);
+}
+
+TEST(Symbolizer, TextIsFunctionAloneWithoutLines) {
+  SKIP_WITHOUT_LIBDW();
+  if (has_line_info()) GTEST_SKIP() << "the test binary has debug info: see the next test";
+  Capture c;
+  opscope_symbolizer_test::capture_here(c, 1);
+  Symbolizer s;
+  EXPECT_EQ(s.text({c.words[0], {}}),
+            "opscope_symbolizer_test::capture_here(opscope_symbolizer_test::Capture&, int)");
+}
+
+TEST(Symbolizer, TextIsFileLineAndFunctionAsPyTorchWritesIt) {
+  SKIP_WITHOUT_LINES();
+  Capture c;
+  opscope_symbolizer_test::capture_here(c, 1);
+  Symbolizer s;
+  EXPECT_EQ(s.text({c.words[0], {}}),
+            "unit/symbolizer_test.cpp(" + std::to_string(opscope_symbolizer_test::kCaptureLine) +
+                "): opscope_symbolizer_test::capture_here(opscope_symbolizer_test::Capture&, int)");
+}
+
+TEST(Symbolizer, InlinedCodeIsReportedAtTheCallInTheNamedFunction) {
+  SKIP_WITHOUT_LINES();
+  Capture c;
+  opscope_symbolizer_test::calls_inlined(c);
+  ASSERT_GE(c.n, 1u);
+  Symbolizer s;
+  const SymbolizedFrame& f = s.resolve(c.words[0]);
+  EXPECT_EQ(f.function,
+            "opscope_symbolizer_test::calls_inlined(opscope_symbolizer_test::Capture&)");
+  EXPECT_EQ(f.line, opscope_symbolizer_test::kInlinedCallLine);
+  EXPECT_TRUE(ends_with(f.file, "symbolizer_test.cpp")) << f.file;
+}
+
+TEST(Symbolizer, SharedLibraryFunctionsHaveTheirNameAndObject) {
+  // An address inside getpid, as a return address one byte in would be.
+  const auto pc = reinterpret_cast<std::uint64_t>(&getpid) + 1;
+  Symbolizer s;
+  const SymbolizedFrame& f = s.resolve(pc);
+  EXPECT_NE(f.object.find("libc.so"), std::string::npos) << f.object;
+  EXPECT_NE(f.function.find("getpid"), std::string::npos) << f.function;
+  EXPECT_EQ(f.function.find('@'), std::string::npos) << f.function;  // no symbol version
+}
+
+TEST(Symbolizer, ResolvesEachAddressOnce) {
+  Capture c;
+  opscope_symbolizer_test::capture_here(c, 1);
+  Symbolizer s;
+  const SymbolizedFrame* first = &s.resolve(c.words[0]);
+  // Other addresses in between do not move or change the cached entry.
+  for (std::size_t i = 1; i < c.n; ++i) s.resolve(c.words[i]);
+  for (std::uint64_t pc = 0x1000; pc < 0x1000 + 64; ++pc) s.resolve(pc);
+  const SymbolizedFrame* again = &s.resolve(c.words[0]);
+  EXPECT_EQ(first, again);
+}
+
+TEST(Symbolizer, LabelsAndUnknownAddresses) {
+  Symbolizer s;
+  EXPECT_EQ(s.text({0, "nn.Module: Linear_0"}), "nn.Module: Linear_0");
+  // Nothing is mapped at 0x10: the address itself, in hex.
+  EXPECT_EQ(s.text({0x10, {}}), "0x10");
+  const SymbolizedFrame& f = s.resolve(0x10);
+  EXPECT_TRUE(f.function.empty());
+  EXPECT_TRUE(f.object.empty());
+  EXPECT_EQ(f.line, 0);
+}
+
+}  // namespace
+}  // namespace opscope
