@@ -32,6 +32,19 @@ using internal::Record;
 using internal::ThreadContext;
 using internal::t_ctx;
 
+// Depth of the collector's slow paths on this thread (see in_slow_path() in collector.h).
+// Trivial and initial-exec: an allocator hook reads it from inside malloc.
+constinit thread_local int t_slow_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+// Marks the calling thread as inside a slow path for its lifetime; nests.
+class SlowPathScope {
+ public:
+  SlowPathScope() noexcept { ++t_slow_depth; }
+  ~SlowPathScope() { --t_slow_depth; }
+  SlowPathScope(const SlowPathScope&) = delete;
+  SlowPathScope& operator=(const SlowPathScope&) = delete;
+};
+
 // One thread's buffer. The owning thread writes records without a lock; `mu` guards the
 // chunk list, the epoch and `exited` against the drainer.
 struct ThreadBuffer {
@@ -86,6 +99,7 @@ void free_chunk(Chunk* c) noexcept {
 
 // Returns nullptr when out of memory.
 Chunk* new_chunk(std::size_t bytes) noexcept {
+  SlowPathScope slow;
   void* mem = nullptr;
   if (bytes == kLargeChunkBytes) {
     ChunkPool& p = pool();
@@ -115,6 +129,7 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
 
 // Returns a chunk nobody writes any more: to the pool while pooling is on, else to the OS.
 void release_chunk(Chunk* c) noexcept {
+  SlowPathScope slow;
   if (c->bytes == kLargeChunkBytes) {
     ChunkPool& p = pool();
     std::lock_guard<std::mutex> lock(p.mu);
@@ -131,6 +146,8 @@ void release_chunk(Chunk* c) noexcept {
 
 // Keeps kReserveChunks large chunks in the pool while pooling is on.
 void refill_loop() {
+  // All this thread allocates is opscope's own, made while it may hold the pool's lock.
+  SlowPathScope slow;
   ChunkPool& p = pool();
   pthread_setname_np(pthread_self(), "opscope-refill");
   std::unique_lock<std::mutex> lock(p.mu);
@@ -197,6 +214,7 @@ std::string read_thread_name(std::uint64_t tid) {
 }
 
 void register_thread(ThreadContext& c) {
+  SlowPathScope slow;
   auto buffer = std::make_shared<ThreadBuffer>();
   buffer->tid = current_tid();
   char name[64] = {};
@@ -270,6 +288,7 @@ std::uint16_t ensure_registered() noexcept {
 }
 
 void set_chunk_pooling(bool on) noexcept {
+  SlowPathScope slow;
   ChunkPool& p = pool();
   std::vector<Chunk*> to_free;
   std::thread finished;
@@ -299,6 +318,8 @@ void set_chunk_pooling(bool on) noexcept {
 void set_thread_membership(std::uint32_t epoch) noexcept { t_ctx.member_epoch = epoch; }
 std::uint32_t thread_membership() noexcept { return t_ctx.member_epoch; }
 
+bool in_slow_path() noexcept { return t_slow_depth != 0; }
+
 std::uint32_t begin_epoch(const EpochOptions& options) {
   std::uint32_t epoch = g_last_epoch.load() + 1;
   if (epoch >= (1u << 24)) epoch = 1;  // the epoch has 24 bits in g_state
@@ -327,6 +348,7 @@ std::uint32_t active_lenses() noexcept {
 }
 
 Drained drain(std::uint32_t epoch) {
+  SlowPathScope slow;
   Drained out;
   Registry& r = registry();
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
@@ -386,6 +408,7 @@ Drained drain(std::uint32_t epoch) {
 namespace internal {
 
 bool prepare_thread(std::uint32_t epoch) noexcept {
+  collect::SlowPathScope slow;
   ThreadContext& c = t_ctx;
   if (c.exiting) return false;
   if (epoch_of(g_state.load(std::memory_order_acquire)) != epoch) return false;
@@ -425,6 +448,7 @@ namespace {
 // falls back to a small chunk so the last bytes of the budget still hold events. Returns false
 // when the limit (or memory) refuses.
 bool next_chunk(ThreadContext& c) noexcept {
+  collect::SlowPathScope slow;
   collect::ThreadBuffer& b = *collect::t_hook.buffer;
   Chunk* fresh = nullptr;
   for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {

@@ -68,6 +68,13 @@ std::uint32_t thread_membership() noexcept;
 // returns its slot, or 0 when the thread is exiting or out of memory.
 std::uint16_t ensure_registered() noexcept;
 
+// Whether the calling thread is inside one of the collector's slow paths (registering,
+// taking or returning a chunk, a new epoch, a drain) or is the collector's own refill thread.
+// Those allocate while they hold a buffer's or the pool's lock with the thread's cursor half
+// updated, so an allocation report made from there must be dropped, not recorded: recording
+// it would re-enter the collector and deadlock on that lock. One TLS read; safe inside malloc.
+bool in_slow_path() noexcept;
+
 // OS id of the calling thread.
 std::uint64_t current_tid() noexcept;
 // OS id of the thread registered in `slot`, or 0.

@@ -37,12 +37,10 @@ constexpr std::string_view kCategoryNames[kNumMemoryCategories] = {
     "ACTIVATION", "GRADIENT",        "AUTOGRAD_DETAIL", "UNKNOWN"};
 
 // Whether a report made now on this thread may be recorded at all: not from inside another
-// report. Nor should it be from inside the collector's slow paths (registering, taking a
-// chunk, a new epoch), which allocate while they hold the thread's buffer lock with its
-// cursor half-updated: a report from there deadlocks on that lock (tests/memhook shows it).
-// Telling that needs the collector's help, collect::in_slow_path(), which it does not offer
-// yet; until then a range that takes a chunk while the hook records memory can deadlock.
-bool may_report() noexcept { return !t_in_report; }
+// report, nor from inside the collector's slow paths (registering, taking a chunk, a new
+// epoch), which allocate while they hold the thread's buffer lock with its cursor half
+// updated: recording there would deadlock on that lock (tests/memhook shows it).
+bool may_report() noexcept { return !t_in_report && !collect::in_slow_path(); }
 
 class ReportScope {
  public:
