@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <span>
 #include <unordered_map>
@@ -167,6 +169,14 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   for (const auto& t : drained.threads) {
     const std::int32_t own = thread_of_slot[t.slot];
     const std::vector<internal::Record>& records = t.records;
+    // A thread appends a range when it ends and a memory report when it is made, so the
+    // buffer's order says which ranges a report came after. The counter's reads do not always
+    // agree to the nanosecond (a report read in the same tick as the end of the range before
+    // it, rdtsc running ahead out of order), and the Builder's nesting goes by time alone:
+    // times that contradict the order are nudged to agree with it, so a report is owned by
+    // the range that was open when it was made.
+    std::int64_t memory_not_before_ns = std::numeric_limits<std::int64_t>::min();
+    std::int64_t last_memory_ns = std::numeric_limits<std::int64_t>::min();
     for (std::size_t i = 0; i < records.size(); ++i) {
       const internal::Record& r = records[i];
       const auto kind = static_cast<internal::RecordKind>(r.kind);
@@ -209,7 +219,9 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
                       static_cast<MemoryAction>(r.flags)};
           Event e;
           e.name = "[memory]";
-          e.start_ns = e.end_ns = conv.to_wall_ns(r.start);
+          // After every range that ended before it (at least 1 ns after).
+          e.start_ns = e.end_ns = std::max(conv.to_wall_ns(r.start), memory_not_before_ns);
+          last_memory_ns = e.start_ns;
           e.handle = handle_of(r);
           e.kind = EventKind::kMemory;
           e.thread = own;
@@ -232,6 +244,9 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
       } else if (r.thread == t.slot) {
         e.kind = EventKind::kRange;
         e.thread = own;
+        // A range that was open at a report made before it ended does not end before it.
+        if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
+        memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
       } else {
         // Ended on another thread: shown on the thread that began it, when that one recorded.
         e.kind = EventKind::kAsyncRange;
