@@ -174,8 +174,13 @@ class RecordFunction {
   bool wants_inputs() const noexcept {
     if (state_ != kPending) return false;
     const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
-    return (state & (internal::kStateLenses | internal::kStateCallbacks)) != 0 &&
-           wants_inputs_slow(state);
+    // A session's record_shapes or with_flops answers inline; only observers need the call.
+    if ((state & internal::kStateLenses) &&
+        (internal::g_lenses.load(std::memory_order_relaxed) &
+         (internal::kLensShapes | internal::kLensFlops))) {
+      return true;
+    }
+    return (state & internal::kStateCallbacks) != 0 && wants_inputs_slow(state);
   }
 
   // Ends the range. Safe on any thread; later calls and the destructor do nothing.

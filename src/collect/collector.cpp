@@ -486,28 +486,28 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   c.chunk->published.store(c.cur, std::memory_order_release);
 }
 
-bool append_blob(Record header, const void* payload, std::size_t bytes,
-                 std::uint32_t epoch) noexcept {
+std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
-  if (c.exiting) return false;
-  if (c.epoch != epoch && !prepare_thread(epoch)) return false;
-  const std::size_t payload_records = (bytes + sizeof(Record) - 1) / sizeof(Record);
-  const std::size_t n = 1 + payload_records;
+  if (c.exiting) return nullptr;
+  if (c.epoch != epoch && !prepare_thread(epoch)) return nullptr;
+  const std::size_t n = 1 + (bytes + sizeof(Record) - 1) / sizeof(Record);
   // A blob never spans chunks: when it does not fit, the rest of this chunk stays unused (a
   // blob is at most a few KiB; a large chunk holds 2 MiB).
   if (static_cast<std::size_t>(c.end - c.cur) < n) {
     if (!next_chunk(c) || static_cast<std::size_t>(c.end - c.cur) < n) {
       collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
-      return false;
+      return nullptr;
     }
   }
-  header.end = bytes;
-  c.cur[0] = header;
-  if (bytes != 0) {
-    std::memcpy(static_cast<void*>(c.cur + 1), payload, bytes);
-  }
-  c.cur += n;
-  c.chunk->published.store(c.cur, std::memory_order_release);
+  return reinterpret_cast<std::byte*>(c.cur + 1);
+}
+
+bool append_blob(Record header, const void* payload, std::size_t bytes,
+                 std::uint32_t epoch) noexcept {
+  std::byte* out = reserve_blob(bytes, epoch);
+  if (out == nullptr) return false;
+  if (bytes != 0) std::memcpy(out, payload, bytes);
+  commit_blob(header, bytes);
   return true;
 }
 

@@ -1,4 +1,5 @@
 // RecordFunction's slow paths: dynamic names, observers, thread-limited sessions.
+#include <cstring>
 #include <random>
 
 #include "collect/collector.h"
@@ -76,11 +77,7 @@ void RecordFunction::begin_dynamic(std::uint32_t state, std::string_view name,
 }
 
 bool RecordFunction::wants_inputs_slow(std::uint32_t state) const noexcept {
-  if ((state & internal::kStateLenses) &&
-      (internal::g_lenses.load(std::memory_order_relaxed) &
-       (internal::kLensShapes | internal::kLensFlops))) {
-    return true;
-  }
+  // The session's lenses were asked inline (wants_inputs); this is for the observers.
   if (state & internal::kStateCallbacks) {
     try {
       for (const auto& list : {internal::global_callbacks(), internal::thread_callbacks()}) {
@@ -102,14 +99,29 @@ void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
                             static_cast<std::uint8_t>(kind), 0};
   };
   if ((lenses & (internal::kLensShapes | internal::kLensFlops)) && !inputs.empty()) {
-    // One buffer per thread, reused: encoding allocates only while it grows.
-    thread_local std::string encoded;
-    try {
-      record::encode_inputs(inputs, encoded);
-      internal::append_blob(side(internal::RecordKind::kInputs), encoded.data(), encoded.size(),
-                            epoch_);
-    } catch (...) {
-      // Out of memory: the range keeps its times, without inputs.
+    // Written straight into the buffer, in one pass when the chunk has room for the worst
+    // case (nearly always), else sized first so that the chunk's tail is still used. This is
+    // most of what record_shapes costs per range (bench/lens_bench.cpp).
+    std::byte* out = internal::blob_room(epoch_) >= record::kMaxEncodeBytes
+                         ? internal::blob_payload()
+                         : nullptr;
+    if (out == nullptr) [[unlikely]] {
+      const std::size_t exact = record::encoded_size(inputs);
+      out = internal::reserve_blob(
+          exact <= record::kMaxEncodedInputBytes ? exact : record::kMaxEncodeBytes, epoch_);
+    }
+    if (out != nullptr) {
+      const std::size_t n = record::encode_inputs_to(inputs, out);
+      if (n <= 2 * sizeof(std::uint64_t)) {
+        // Small enough for the header's free words: one record instead of two or more.
+        internal::Record r = side(internal::RecordKind::kInputsInline);
+        std::memcpy(&r.start, out, sizeof r.start);
+        std::memcpy(&r.name, out + sizeof r.start, sizeof r.name);
+        r.end = n;
+        internal::append(r, epoch_);  // where the reserved blob would have begun
+      } else {
+        internal::commit_blob(side(internal::RecordKind::kInputs), n);
+      }
     }
   }
   if (lenses & internal::kLensStack) {

@@ -188,6 +188,16 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         details.of(handle_of(r)).flops = static_cast<std::int64_t>(r.start);
         continue;
       }
+      if (kind == internal::RecordKind::kInputsInline) {
+        std::byte bytes[2 * sizeof(std::uint64_t)];
+        std::memcpy(bytes, &r.start, sizeof r.start);
+        std::memcpy(bytes + sizeof r.start, &r.name, sizeof r.name);
+        EventDetail& d = details.of(handle_of(r));
+        d.inputs = record::decode_inputs(
+            std::span<const std::byte>(bytes, std::min<std::size_t>(r.end, sizeof bytes)));
+        d.has_inputs = true;
+        continue;
+      }
       if (kind == internal::RecordKind::kModule) {
         details.of(handle_of(r)).module_path =
             collect::interned(static_cast<std::uint32_t>(r.name));

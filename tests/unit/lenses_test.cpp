@@ -239,7 +239,7 @@ TEST(Lenses, RecordShapesEndToEnd) {
   prof.start();
   matmul_op(32, 64, 128);
   matmul_op(32, 64, 128);
-  matmul_op(8, 8, 8);
+  matmul_op(8, 8, 8);  // 16 bytes of inputs: kept in one record (kInputsInline), not a blob
   prof.stop();
   KeyAverages k = prof.key_averages(/*group_by_input_shape=*/true);
   const auto* big = row(k, "aten::mm", "[[32, 64], [64, 128]]");

@@ -3,16 +3,26 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace opscope::record {
 namespace {
 
+// Encodes as a range does, into room for the worst case; a canary after that room catches a
+// write past it.
+std::vector<std::byte> encode(std::span<const Value> inputs) {
+  std::vector<std::byte> out(kMaxEncodeBytes + 1, std::byte{0xAB});
+  const std::size_t n = encode_inputs_to(inputs, out.data());
+  EXPECT_EQ(out[kMaxEncodeBytes], std::byte{0xAB}) << "wrote past kMaxEncodeBytes";
+  EXPECT_LE(n, kMaxEncodedInputBytes);
+  out.resize(n);
+  return out;
+}
+
 std::vector<RecordedValue> roundtrip(std::initializer_list<Value> inputs) {
-  std::string bytes;
-  encode_inputs(std::span<const Value>(inputs.begin(), inputs.size()), bytes);
-  return decode_inputs(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+  return decode_inputs(encode(std::span<const Value>(inputs.begin(), inputs.size())));
 }
 
 TEST(ValueCodec, EveryKindRoundTrips) {
@@ -62,26 +72,125 @@ TEST(ValueCodec, LongListsAndStringsAreCutNotLost) {
 }
 
 TEST(ValueCodec, HugeInputsStayWithinTheBudget) {
-  // 2000 tensors of 8 dims: far past the 32 KiB budget. The encoding stops at the budget and
-  // what it kept decodes.
+  // 4000 tensors of 8 dims (13 bytes each): past the 32 KiB budget. The encoding stops at the
+  // budget and what it kept decodes.
   const std::int64_t dims[] = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<Value> tensors(2000, Value::tensor(dims));
-  std::string bytes;
-  encode_inputs(tensors, bytes);
-  EXPECT_LE(bytes.size(), kMaxEncodedInputBytes + 1024);
-  auto out = decode_inputs(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+  std::vector<Value> tensors(4000, Value::tensor(dims));
+  const std::vector<std::byte> bytes = encode(tensors);
+  EXPECT_GT(bytes.size(), kMaxEncodedInputBytes - 1024);
+  auto out = decode_inputs(bytes);
   EXPECT_GT(out.size(), 100u);
-  EXPECT_LT(out.size(), 2000u);
+  EXPECT_LT(out.size(), 4000u);
   EXPECT_EQ(out.back().sizes.size(), 8u);
 }
 
 TEST(ValueCodec, TruncatedBytesDecodeWhatIsWhole) {
-  std::string bytes;
-  const Value in[] = {Value(1), Value::tensor({4, 4}), Value(2)};
-  encode_inputs(in, bytes);
+  const std::int64_t dims[] = {4, 4};
+  const Value in[] = {Value(1), Value::tensor(dims), Value(2)};
+  const std::vector<std::byte> bytes = encode(in);
   for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
-    auto out = decode_inputs(std::as_bytes(std::span<const char>(bytes.data(), cut)));
+    auto out = decode_inputs(std::span<const std::byte>(bytes.data(), cut));
     EXPECT_LE(out.size(), 3u);
+  }
+}
+
+// Near a chunk's end a range sizes its inputs first and reserves exactly that: the size must
+// be what is then written.
+TEST(ValueCodec, SizeIsWhatIsWritten) {
+  const std::int64_t sizes[] = {32, 64};
+  const std::int64_t strides[] = {64, 1};
+  const std::int64_t three[] = {3};  // not Value::tensor({3}): that array dies with the line
+  const Value inner[] = {Value(1), Value("x"), Value::tensor(three)};
+  const Value nested[] = {Value::list(inner), Value(false)};
+  std::vector<Value> many(kMaxRecordedListItems + 3, Value(true));  // cut to 4096, 3 dropped
+  const std::string long_text(5000, 'y');                           // cut to 4096 bytes
+  std::vector<std::int64_t> huge_dims(100, 7);                      // cut to 64 dims
+  std::vector<std::vector<Value>> levels(12);  // nesting past the depth that is kept
+  Value deep = Value(7);
+  for (auto& level : levels) {
+    level = {deep};
+    deep = Value::list(level);
+  }
+  const std::vector<std::vector<Value>> cases = {
+      {},
+      {Value::tensor(sizes, "float", strides), Value::tensor(sizes, "long int", {}, "cuda:1")},
+      {Value(7), Value(0.5), Value(true), Value("mean"), Value(), Value::list(nested)},
+      {Value::list(many), Value(long_text), Value::tensor(huge_dims)},
+      {deep},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const std::size_t n = encoded_size(cases[c]);
+    ASSERT_LE(n, kMaxEncodedInputBytes) << "case " << c;
+    std::vector<std::byte> out(n + 1, std::byte{0xAB});
+    EXPECT_EQ(encode_inputs_to(cases[c], out.data()), n) << "case " << c;
+    EXPECT_EQ(out[n], std::byte{0xAB}) << "case " << c << ": wrote past its size";
+    EXPECT_EQ(decode_inputs(std::span<const std::byte>(out.data(), n)).size(), cases[c].size());
+  }
+  const std::vector<RecordedValue> cut = decode_inputs(encode(cases[3]));
+  ASSERT_EQ(cut.size(), 3u);
+  EXPECT_EQ(cut[2].sizes.size(), kMaxRecordedTensorDims);
+  // Over the budget the size says so; the range then reserves kMaxEncodeBytes.
+  const std::int64_t dims[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<Value> tensors(4000, Value::tensor(dims));
+  EXPECT_GT(encoded_size(tensors), kMaxEncodedInputBytes);
+}
+
+// What record_shapes costs is mostly buffer memory: two small CPU float tensors (an mm's
+// inputs) take one 32-byte payload record.
+TEST(ValueCodec, TwoSmallTensorsTakeOneRecord) {
+  const std::int64_t a[] = {32, 64};
+  const std::int64_t b[] = {64, 128};
+  const Value in[] = {Value::tensor(a), Value::tensor(b)};
+  EXPECT_LE(encoded_size(in), 32u);
+}
+
+// Common dtype and device names take one byte each, and come back as they went in; others
+// are written out.
+TEST(ValueCodec, CommonNamesTakeOneByte) {
+  for (std::string_view name :
+       {"float", "double", "c10::Half", "c10::BFloat16", "long int", "int", "short int",
+        "signed char", "unsigned char", "bool", "c10::complex<float>", "c10::complex<double>",
+        "cpu", "cuda", "cuda:0", "cuda:1", "meta"}) {
+    const Value in[] = {Value::tensor({}, name, {}, name)};
+    EXPECT_EQ(encoded_size(in), 5u) << name;  // tag, two zero counts, two names
+    const std::vector<RecordedValue> out = decode_inputs(encode(in));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].text, name);
+    EXPECT_EQ(out[0].device, name);
+  }
+  const Value other[] = {Value::tensor({}, "float8_e4m3fn", {}, "cuda:7")};
+  EXPECT_EQ(encoded_size(other), 3u + 2 + 13 + 2 + 6);
+  const std::vector<RecordedValue> out = decode_inputs(encode(other));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "float8_e4m3fn");
+  EXPECT_EQ(out[0].device, "cuda:7");
+}
+
+// The worst case really is bounded: every kind at its largest, nested as deep as kept, just
+// under the budget, never writes past kMaxEncodeBytes (encode() checks the canary).
+TEST(ValueCodec, WorstCaseStaysWithinTheRoom) {
+  const std::string text(kMaxEncodedInputBytes, 'z');
+  std::vector<std::int64_t> dims(kMaxRecordedTensorDims, std::int64_t{-1});  // 10-byte varints
+  const std::string type_name(300, 't');
+  for (std::size_t filler = kMaxEncodedInputBytes - 4200; filler <= kMaxEncodedInputBytes;
+       filler += 97) {
+    const Value leaf_string(std::string_view(text).substr(0, 4096));
+    const Value leaf_tensor = Value::tensor(dims, type_name, dims, type_name);
+    std::vector<std::vector<Value>> levels(9);
+    Value deep = leaf_tensor;
+    for (auto& level : levels) {
+      level = {leaf_string, deep};
+      deep = Value::list(level);
+    }
+    // Strings up to `filler` bytes of encoding (each at most 4096 long), then the deep value.
+    std::vector<Value> in;
+    for (std::size_t left = filler; left > 3;) {
+      const std::size_t len = std::min<std::size_t>(left - 3, 4096);
+      in.emplace_back(std::string_view(text).substr(0, len));
+      left -= len + 3;
+    }
+    in.push_back(deep);
+    encode(in);
   }
 }
 
