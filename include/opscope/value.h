@@ -41,13 +41,13 @@ enum class ValueKind : std::uint8_t {
 class Value {
  public:
   Value() = default;  // None
-  Value(bool v) : kind_(ValueKind::kBool) { scalar_.b = v; }
+  Value(bool v) : kind_(ValueKind::kBool) { u_.b = v; }
   template <typename T>
     requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
   Value(T v) : kind_(ValueKind::kInt) {
-    scalar_.i = static_cast<std::int64_t>(v);
+    u_.i = static_cast<std::int64_t>(v);
   }
-  Value(double v) : kind_(ValueKind::kDouble) { scalar_.d = v; }
+  Value(double v) : kind_(ValueKind::kDouble) { u_.d = v; }
   Value(float v) : Value(static_cast<double>(v)) {}
   Value(const char* s) : Value(std::string_view(s)) {}
   Value(std::string_view s) : kind_(ValueKind::kString), text_(s) {}
@@ -60,10 +60,8 @@ class Value {
                       std::string_view device = "cpu") {
     Value v;
     v.kind_ = ValueKind::kTensor;
-    v.sizes_ = sizes;
-    v.strides_ = strides;
     v.text_ = dtype;
-    v.device_ = device;
+    v.u_.tensor = {sizes, strides, device};
     return v;
   }
   static Value tensor(std::initializer_list<std::int64_t> sizes,
@@ -77,37 +75,55 @@ class Value {
   static Value list(std::span<const Value> items) {
     Value v;
     v.kind_ = ValueKind::kList;
-    v.items_ = items;
+    v.u_.items = items;
     return v;
   }
   static Value list(std::initializer_list<Value> items) {
     return list(std::span<const Value>(items.begin(), items.size()));
   }
 
+  // Each accessor answers for its own kind and is empty (or 0) for the others.
   ValueKind kind() const { return kind_; }
-  std::span<const std::int64_t> sizes() const { return sizes_; }
-  std::span<const std::int64_t> strides() const { return strides_; }
-  std::string_view dtype() const { return kind_ == ValueKind::kTensor ? text_ : std::string_view(); }
-  std::string_view device() const { return device_; }
-  std::int64_t to_int() const { return scalar_.i; }
-  double to_double() const { return scalar_.d; }
-  bool to_bool() const { return scalar_.b; }
-  std::string_view to_string() const { return kind_ == ValueKind::kString ? text_ : std::string_view(); }
-  std::span<const Value> items() const { return items_; }
+  std::span<const std::int64_t> sizes() const { return is_tensor() ? u_.tensor.sizes : Ints(); }
+  std::span<const std::int64_t> strides() const {
+    return is_tensor() ? u_.tensor.strides : Ints();
+  }
+  std::string_view dtype() const { return is_tensor() ? text_ : std::string_view(); }
+  std::string_view device() const { return is_tensor() ? u_.tensor.device : std::string_view(); }
+  std::int64_t to_int() const { return kind_ == ValueKind::kInt ? u_.i : 0; }
+  double to_double() const { return kind_ == ValueKind::kDouble ? u_.d : 0.0; }
+  bool to_bool() const { return kind_ == ValueKind::kBool && u_.b; }
+  std::string_view to_string() const {
+    return kind_ == ValueKind::kString ? text_ : std::string_view();
+  }
+  std::span<const Value> items() const {
+    return kind_ == ValueKind::kList ? u_.items : std::span<const Value>();
+  }
 
  private:
-  ValueKind kind_ = ValueKind::kNone;
-  union Scalar {
+  using Ints = std::span<const std::int64_t>;
+  bool is_tensor() const { return kind_ == ValueKind::kTensor; }
+
+  // The parts of each kind share storage: a Value is built on the caller's stack for every
+  // recorded range, so its size is stores on the hot path (72 bytes, not 96).
+  struct TensorParts {
+    Ints sizes;
+    Ints strides;
+    std::string_view device;
+  };
+  union Parts {
     std::int64_t i;
     double d;
     bool b;
-  } scalar_{0};
-  std::string_view text_;    // dtype of a tensor, or the string
-  std::string_view device_;  // tensor device
-  std::span<const std::int64_t> sizes_;
-  std::span<const std::int64_t> strides_;
-  std::span<const Value> items_;
+    TensorParts tensor;
+    std::span<const Value> items;
+  };
+
+  ValueKind kind_ = ValueKind::kNone;
+  std::string_view text_;  // dtype of a tensor, or the string
+  Parts u_{.i = 0};
 };
+static_assert(sizeof(Value) == 72, "Value is built per recorded input: keep it small");
 
 // A Value as a finished window keeps it (owning).
 struct RecordedValue {
