@@ -507,7 +507,9 @@ bool append_blob(Record header, const void* payload, std::size_t bytes,
   std::byte* out = reserve_blob(bytes, epoch);
   if (out == nullptr) return false;
   if (bytes != 0) std::memcpy(out, payload, bytes);
-  commit_blob(header, bytes);
+  header.end = bytes;
+  *blob_header() = header;
+  publish_blob(bytes);
   return true;
 }
 

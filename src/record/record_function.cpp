@@ -92,6 +92,38 @@ bool RecordFunction::wants_inputs_slow(std::uint32_t state) const noexcept {
   return false;
 }
 
+namespace {
+
+// The inputs' side record(s), in the room reserved at the calling thread's buffer end.
+// Encoded where the header goes: at most 16 bytes stay there, in its first two words
+// (kInputsInline: one record instead of two, for an mm's two small tensors), more move up
+// behind it as a kInputs blob's payload.
+void write_inputs_at_end(std::span<const Value> inputs, std::uint32_t id, std::uint16_t thread,
+                         std::uint8_t scope) noexcept {
+  internal::Record* h = internal::blob_header();
+  auto* bytes = reinterpret_cast<std::byte*>(h);
+  const std::size_t n = record::encode_inputs_to(inputs, bytes);
+  constexpr std::size_t kInline = 2 * sizeof(std::uint64_t);
+  internal::RecordKind kind = internal::RecordKind::kInputsInline;
+  std::size_t payload = 0;
+  if (n > kInline) {
+    std::memmove(h + 1, bytes, n);
+    kind = internal::RecordKind::kInputs;
+    payload = n;
+    h->start = 0;
+    h->end = n;
+  }
+  h->name = n;  // kInputsInline: the count; kInputs: unused, end holds it
+  h->id = id;
+  h->thread = thread;
+  h->scope = scope;
+  h->kind = static_cast<std::uint8_t>(kind);
+  h->flags = 0;
+  internal::publish_blob(payload);
+}
+
+}  // namespace
+
 void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
   const std::uint32_t lenses = internal::g_lenses.load(std::memory_order_relaxed);
   const auto side = [&](internal::RecordKind kind) {
@@ -102,27 +134,14 @@ void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
     // Written straight into the buffer, in one pass when the chunk has room for the worst
     // case (nearly always), else sized first so that the chunk's tail is still used. This is
     // most of what record_shapes costs per range (bench/lens_bench.cpp).
-    std::byte* out = internal::blob_room(epoch_) >= record::kMaxEncodeBytes
-                         ? internal::blob_payload()
-                         : nullptr;
-    if (out == nullptr) [[unlikely]] {
+    bool room = internal::blob_room(epoch_) >= record::kMaxEncodeBytes;
+    if (!room) [[unlikely]] {
       const std::size_t exact = record::encoded_size(inputs);
-      out = internal::reserve_blob(
-          exact <= record::kMaxEncodedInputBytes ? exact : record::kMaxEncodeBytes, epoch_);
+      room = internal::reserve_blob(
+                 exact <= record::kMaxEncodedInputBytes ? exact : record::kMaxEncodeBytes,
+                 epoch_) != nullptr;
     }
-    if (out != nullptr) {
-      const std::size_t n = record::encode_inputs_to(inputs, out);
-      if (n <= 2 * sizeof(std::uint64_t)) {
-        // Small enough for the header's free words: one record instead of two or more.
-        internal::Record r = side(internal::RecordKind::kInputsInline);
-        std::memcpy(&r.start, out, sizeof r.start);
-        std::memcpy(&r.name, out + sizeof r.start, sizeof r.name);
-        r.end = n;
-        internal::append(r, epoch_);  // where the reserved blob would have begun
-      } else {
-        internal::commit_blob(side(internal::RecordKind::kInputs), n);
-      }
-    }
+    if (room) write_inputs_at_end(inputs, id_, thread_, static_cast<std::uint8_t>(scope_));
   }
   if (lenses & internal::kLensStack) {
     std::uint64_t frames[record::kMaxStackFrames];

@@ -191,10 +191,10 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
       if (kind == internal::RecordKind::kInputsInline) {
         std::byte bytes[2 * sizeof(std::uint64_t)];
         std::memcpy(bytes, &r.start, sizeof r.start);
-        std::memcpy(bytes + sizeof r.start, &r.name, sizeof r.name);
+        std::memcpy(bytes + sizeof r.start, &r.end, sizeof r.end);
         EventDetail& d = details.of(handle_of(r));
         d.inputs = record::decode_inputs(
-            std::span<const std::byte>(bytes, std::min<std::size_t>(r.end, sizeof bytes)));
+            std::span<const std::byte>(bytes, std::min<std::size_t>(r.name, sizeof bytes)));
         d.has_inputs = true;
         continue;
       }

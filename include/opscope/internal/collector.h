@@ -30,7 +30,7 @@ enum class RecordKind : std::uint8_t {
   kFlops = 7,    // side record of a range: start = FLOPs stated by the caller
   kModule = 8,   // side record of a range: name = interned module path ("Model.Linear_0")
   // Side record of a range whose encoded inputs take at most 16 bytes (two small tensors, an
-  // mm's): start then name hold the bytes, end their count. Half the memory of a kInputs blob.
+  // mm's): start then end hold the bytes, name their count. Half the memory of a kInputs blob.
   kInputsInline = 9,
 };
 
@@ -115,20 +115,13 @@ inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8;
 // one event. Returns false when dropped.
 bool append_blob(Record header, const void* payload, std::size_t bytes,
                  std::uint32_t epoch) noexcept;
-// append_blob in two steps, for a payload written in place (no copy through a scratch
-// buffer): reserve_blob makes room for `bytes` of payload and returns where it goes, or
-// nullptr when the blob is dropped (counted as one event); commit_blob then publishes it. The
-// calling thread must append nothing else in between.
-// `bytes` may be less than what was reserved.
+// append_blob in steps, for a blob written in place (no copy through a scratch buffer):
+// reserve_blob makes room for a header and `bytes` of payload and returns where the payload
+// goes, or nullptr when the blob is dropped (counted as one event); blob_header() and
+// publish_blob() below then fill and publish it, with at most the bytes reserved. The calling
+// thread must append nothing else in between.
 std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept;
 
-inline void commit_blob(Record header, std::size_t bytes) noexcept {
-  ThreadContext& c = t_ctx;
-  header.end = bytes;
-  c.cur[0] = header;
-  c.cur += 1 + (bytes + sizeof(Record) - 1) / sizeof(Record);
-  c.chunk->published.store(c.cur, std::memory_order_release);
-}
 
 // The payload bytes a blob could have in the calling thread's current chunk without taking
 // another; 0 when the thread does not record into `epoch` yet.
@@ -138,8 +131,18 @@ inline std::size_t blob_room(std::uint32_t epoch) noexcept {
   return static_cast<std::size_t>(c.end - c.cur - 1) * sizeof(Record);
 }
 
-// reserve_blob's fast path, when blob_room() said the payload fits: where it goes.
-inline std::byte* blob_payload() noexcept { return reinterpret_cast<std::byte*>(t_ctx.cur + 1); }
+// Writing a blob in place, header included. A Record built on the stack field by field and
+// then copied stalls the copy's wide loads on the narrow stores (store forwarding fails);
+// written straight into the buffer it costs the stores alone.
+//   Record* h = blob_header();  // after blob_room() or reserve_blob() made room
+//   ... fill *h and the payload after it ...
+//   publish_blob(payload_bytes);
+inline Record* blob_header() noexcept { return t_ctx.cur; }
+inline void publish_blob(std::size_t payload_bytes) noexcept {
+  ThreadContext& c = t_ctx;
+  c.cur += 1 + (payload_bytes + sizeof(Record) - 1) / sizeof(Record);
+  c.chunk->published.store(c.cur, std::memory_order_release);
+}
 
 // Appends one record to the calling thread's buffer for `epoch`. No lock, no allocation
 // unless a new chunk is needed; publishing is one release store.
