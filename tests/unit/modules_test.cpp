@@ -21,6 +21,7 @@
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "record/stack_capture.h"
+#include "support/unwinder_guard.h"
 
 // Outside namespace opscope so that the symbolized names are unambiguous.
 namespace opscope_modules_test {
@@ -112,14 +113,7 @@ std::vector<std::string> shape_of(const Capture& c, std::size_t frames) {
   return out;
 }
 
-class UnwinderGuard {
- public:
-  explicit UnwinderGuard(Unwinder u) : previous_(record::unwinder()) { record::set_unwinder(u); }
-  ~UnwinderGuard() { record::set_unwinder(previous_); }
-
- private:
-  Unwinder previous_;
-};
+using opscope::testing::UnwinderGuard;
 
 // Modules are entered only while a session records them.
 class ModulesSession {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "analysis/symbolizer.h"
+#include "support/unwinder_guard.h"
 
 // Outside namespace opscope so that the symbolized names are unambiguous.
 namespace opscope_stack_test {
@@ -100,15 +101,7 @@ using record::capture_stack;
 using record::kMaxStackFrames;
 using record::Unwinder;
 
-// Selects an unwinder for one test.
-class UnwinderGuard {
- public:
-  explicit UnwinderGuard(Unwinder u) : previous_(record::unwinder()) { record::set_unwinder(u); }
-  ~UnwinderGuard() { record::set_unwinder(previous_); }
-
- private:
-  Unwinder previous_;
-};
+using opscope::testing::UnwinderGuard;
 
 std::vector<std::uint64_t> words_of(const Capture& c) {
   return {c.words.begin(), c.words.begin() + static_cast<std::ptrdiff_t>(c.n)};
