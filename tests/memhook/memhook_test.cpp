@@ -65,6 +65,8 @@ const FunctionEventAvg* row(const KeyAverages& k, std::string_view key) {
   }
   return nullptr;
 }
+// The row would dangle as soon as the statement ends: keep the KeyAverages.
+const FunctionEventAvg* row(KeyAverages&&, std::string_view) = delete;
 
 // Expects the first report at `p` to be an allocation of at least `min_bytes` and the next
 // one its free, of the same size, and returns the size (0 when that failed). The address may
@@ -369,7 +371,8 @@ TEST(MemHook, NothingIsReportedWithoutProfileMemoryOrOutsideASession) {
     prof.stop();
     EXPECT_FALSE(memory_profiling_enabled());
     EXPECT_TRUE(memory_events(prof.result()).empty());
-    EXPECT_NE(row(prof.key_averages(), "memhook_no_lens"), nullptr);
+    const KeyAverages k = prof.key_averages();
+    EXPECT_NE(row(k, "memhook_no_lens"), nullptr);
   }
   // Between sessions: nothing is recorded, so a block allocated then and freed in the next
   // window shows only its free (a pre-existing block to the memory timeline).

@@ -105,6 +105,8 @@ const FunctionEventAvg* row(const KeyAverages& k, std::string_view key,
   }
   return nullptr;
 }
+// The row would dangle as soon as the statement ends (TSan saw it): keep the KeyAverages.
+const FunctionEventAvg* row(KeyAverages&&, std::string_view, std::string_view = {}) = delete;
 
 TEST(Lenses, MemoryIsAttributedToTheInnermostRangeAndSummedUpwards) {
   auto r = LensResult().finish();
@@ -287,7 +289,8 @@ TEST(Lenses, StatedFlopsNeedWithFlops) {
       rf.set_flops(12345);
     }
     prof.stop();
-    const auto* r = row(prof.key_averages(), "custom_kernel");
+    const KeyAverages k = prof.key_averages();
+    const auto* r = row(k, "custom_kernel");
     return r == nullptr ? -1 : r->flops;
   };
   EXPECT_EQ(run(true), 12345);
@@ -329,10 +332,11 @@ TEST(Lenses, MemoryReportsBecomeEventsOnlyWithProfileMemory) {
   EXPECT_EQ(f.bytes, -64);
   EXPECT_EQ(f.category, MemoryCategory::kTemporary);
   EXPECT_EQ(f.action, MemoryAction::kFree);
-  const auto* op = row(on.key_averages(), "alloc_op");
+  const KeyAverages k = on.key_averages();
+  const auto* op = row(k, "alloc_op");
   ASSERT_NE(op, nullptr);
   EXPECT_EQ(op->self_cpu_memory_usage, 64);
-  EXPECT_NE(on.key_averages().table().find("Self CPU Mem"), std::string::npos);
+  EXPECT_NE(k.table().find("Self CPU Mem"), std::string::npos);
 }
 
 }  // namespace
