@@ -104,18 +104,6 @@ class RecordFunction {
     begin(state, reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite);
   }
 
-  // Begins a range with inputs, evaluated eagerly. Prefer the two-phase form (or
-  // OPSCOPE_RECORD_FUNCTION_WITH_INPUTS) when building the inputs costs something.
-  RecordFunction(const CallSite& site, RecordScope scope, std::span<const Value> inputs) noexcept
-      : scope_(scope) {
-    const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
-    if (state == 0) [[likely]] {
-      state_ = kInactive;
-      return;
-    }
-    begin(state, reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite, inputs);
-  }
-
   // Begins a range with a dynamic name; the name is copied (interned) only when recorded.
   explicit RecordFunction(std::string_view name,
                           RecordScope scope = RecordScope::kFunction) noexcept
@@ -180,7 +168,7 @@ class RecordFunction {
          (internal::kLensShapes | internal::kLensFlops))) {
       return true;
     }
-    return (state & internal::kStateCallbacks) != 0 && wants_inputs_slow(state);
+    return (state & internal::kStateCallbacks) != 0 && wants_inputs_slow();
   }
 
   // Ends the range. Safe on any thread; later calls and the destructor do nothing.
@@ -288,7 +276,7 @@ class RecordFunction {
                                     std::span<const Value> inputs) noexcept;
   // Records what the session's lenses ask for at begin: inputs, call stack, module path.
   [[gnu::noinline]] void record_lenses(std::span<const Value> inputs) noexcept;
-  [[gnu::noinline]] bool wants_inputs_slow(std::uint32_t state) const noexcept;
+  [[gnu::noinline]] bool wants_inputs_slow() const noexcept;
   [[gnu::noinline]] void append_flops(std::int64_t flops) noexcept;
   [[gnu::noinline]] void end_observed() noexcept;
   [[gnu::noinline]] void append_link() noexcept;

@@ -218,7 +218,7 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
         for (const std::string& f : *stack) key.append("\x1f").append(f);
       }
       auto [it, added] = row_of.try_emplace(std::move(key), merged.size());
-      if (added) merged.push_back(Partial{GroupKey{e.name}, 0, 0, 0, 0, 0, 0, i});
+      if (added) merged.push_back(Partial{.key = GroupKey{e.name}, .first = i});
       Partial& p = merged[it->second];
       p.add(e);
       sums.add(p, i);

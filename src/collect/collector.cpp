@@ -343,10 +343,6 @@ void end_epoch() {
   internal::g_lenses.store(0, std::memory_order_relaxed);
 }
 
-std::uint32_t active_lenses() noexcept {
-  return internal::g_lenses.load(std::memory_order_relaxed);
-}
-
 Drained drain(std::uint32_t epoch) {
   SlowPathScope slow;
   Drained out;
@@ -486,7 +482,7 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   c.chunk->published.store(c.cur, std::memory_order_release);
 }
 
-std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept {
+std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
   if (c.exiting) return nullptr;
   if (c.epoch != epoch && !prepare_thread(epoch)) return nullptr;

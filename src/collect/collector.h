@@ -30,9 +30,6 @@ struct EpochOptions {
 // Opens a new epoch and makes ranges record into it. Returns the epoch (never 0).
 std::uint32_t begin_epoch(const EpochOptions& options);
 
-// The kLens* bits of the open epoch (0 when none).
-std::uint32_t active_lenses() noexcept;
-
 // Stops recording: ranges that begin from now on are not recorded. Ranges already running
 // still end into their buffers, which drain() may or may not see.
 void end_epoch();

@@ -76,23 +76,33 @@ void RecordFunction::begin_dynamic(std::uint32_t state, std::string_view name,
   begin(state, id, internal::kNameInterned, inputs);
 }
 
-bool RecordFunction::wants_inputs_slow(std::uint32_t state) const noexcept {
+bool RecordFunction::wants_inputs_slow() const noexcept {
   // The session's lenses were asked inline (wants_inputs); this is for the observers.
-  if (state & internal::kStateCallbacks) {
-    try {
-      for (const auto& list : {internal::global_callbacks(), internal::thread_callbacks()}) {
-        if (!list) continue;
-        for (const auto& entry : *list) {
-          if (entry->callback.needs_inputs() && entry->callback.selects(scope_)) return true;
-        }
+  try {
+    for (const auto& list : {internal::global_callbacks(), internal::thread_callbacks()}) {
+      if (!list) continue;
+      for (const auto& entry : *list) {
+        if (entry->callback.needs_inputs() && entry->callback.selects(scope_)) return true;
       }
-    } catch (...) {
     }
+  } catch (...) {
   }
   return false;
 }
 
 namespace {
+
+// Fills what every side record of a range has, in the header blob_header() points at. Each
+// field is stored straight into the buffer: a Record built on the stack and copied in would
+// stall the copy's wide loads on the narrow stores (store forwarding fails).
+void set_side_header(internal::Record* h, internal::RecordKind kind, std::uint32_t id,
+                     std::uint16_t thread, std::uint8_t scope) noexcept {
+  h->id = id;
+  h->thread = thread;
+  h->scope = scope;
+  h->kind = static_cast<std::uint8_t>(kind);
+  h->flags = 0;
+}
 
 // The inputs' side record(s), in the room reserved at the calling thread's buffer end.
 // Encoded where the header goes: at most 16 bytes stay there, in its first two words
@@ -104,58 +114,59 @@ void write_inputs_at_end(std::span<const Value> inputs, std::uint32_t id, std::u
   auto* bytes = reinterpret_cast<std::byte*>(h);
   const std::size_t n = record::encode_inputs_to(inputs, bytes);
   constexpr std::size_t kInline = 2 * sizeof(std::uint64_t);
-  internal::RecordKind kind = internal::RecordKind::kInputsInline;
-  std::size_t payload = 0;
-  if (n > kInline) {
-    std::memmove(h + 1, bytes, n);
-    kind = internal::RecordKind::kInputs;
-    payload = n;
-    h->start = 0;
-    h->end = n;
+  if (n <= kInline) {
+    h->name = n;  // the bytes are in start and end
+    set_side_header(h, internal::RecordKind::kInputsInline, id, thread, scope);
+    internal::publish_blob(0);
+    return;
   }
-  h->name = n;  // kInputsInline: the count; kInputs: unused, end holds it
-  h->id = id;
-  h->thread = thread;
-  h->scope = scope;
-  h->kind = static_cast<std::uint8_t>(kind);
-  h->flags = 0;
-  internal::publish_blob(payload);
+  std::memmove(h + 1, bytes, n);
+  h->start = 0;
+  h->end = n;
+  h->name = 0;
+  set_side_header(h, internal::RecordKind::kInputs, id, thread, scope);
+  internal::publish_blob(n);
 }
 
 }  // namespace
 
 void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
   const std::uint32_t lenses = internal::g_lenses.load(std::memory_order_relaxed);
-  const auto side = [&](internal::RecordKind kind) {
-    return internal::Record{0, 0, 0, id_, thread_, static_cast<std::uint8_t>(scope_),
-                            static_cast<std::uint8_t>(kind), 0};
-  };
+  const auto scope = static_cast<std::uint8_t>(scope_);
   if ((lenses & (internal::kLensShapes | internal::kLensFlops)) && !inputs.empty()) {
-    // Written straight into the buffer, in one pass when the chunk has room for the worst
-    // case (nearly always), else sized first so that the chunk's tail is still used. This is
-    // most of what record_shapes costs per range (bench/lens_bench.cpp).
-    bool room = internal::blob_room(epoch_) >= record::kMaxEncodeBytes;
-    if (!room) [[unlikely]] {
+    // Written straight into the buffer, in one pass with room for the worst case; near a
+    // chunk's end sized first instead, so that the chunk's tail is still used. This is most
+    // of what record_shapes costs per range (bench/lens_bench.cpp).
+    const auto sized = [&] {
       const std::size_t exact = record::encoded_size(inputs);
-      room = internal::reserve_blob(
-                 exact <= record::kMaxEncodedInputBytes ? exact : record::kMaxEncodeBytes,
-                 epoch_) != nullptr;
+      return exact <= record::kMaxEncodedInputBytes ? exact : record::kMaxEncodeBytes;
+    };
+    if (internal::blob_room(epoch_) >= record::kMaxEncodeBytes ||
+        internal::reserve_blob_slow(sized(), epoch_) != nullptr) {
+      write_inputs_at_end(inputs, id_, thread_, scope);
     }
-    if (room) write_inputs_at_end(inputs, id_, thread_, static_cast<std::uint8_t>(scope_));
   }
   if (lenses & internal::kLensStack) {
-    std::uint64_t frames[record::kMaxStackFrames];
-    // Skip this function's and begin_slow's frames: the innermost frame kept is the function
-    // holding the range (or, for dynamic names, begin_dynamic, which export leaves out).
-    const std::size_t n = record::capture_stack(frames, record::kMaxStackFrames, 2,
-                                                (lenses & internal::kLensModules) != 0);
-    internal::append_blob(side(internal::RecordKind::kStack), frames,
-                          n * sizeof(std::uint64_t), epoch_);
+    // Captured straight into the buffer. Skip this function's and begin_slow's frames: the
+    // innermost frame kept is the function holding the range (or, for dynamic names,
+    // begin_dynamic, which export leaves out).
+    constexpr std::size_t kRoom = record::kMaxStackFrames * sizeof(std::uint64_t);
+    if (std::byte* out = internal::reserve_blob(kRoom, epoch_)) {
+      const std::size_t n =
+          record::capture_stack(reinterpret_cast<std::uint64_t*>(out), record::kMaxStackFrames,
+                                2, (lenses & internal::kLensModules) != 0);
+      internal::Record* h = internal::blob_header();
+      h->start = 0;
+      h->end = n * sizeof(std::uint64_t);
+      h->name = 0;
+      set_side_header(h, internal::RecordKind::kStack, id_, thread_, scope);
+      internal::publish_blob(n * sizeof(std::uint64_t));
+    }
   }
   if ((lenses & internal::kLensModules) && internal::t_module != nullptr) {
-    internal::Record r = side(internal::RecordKind::kModule);
-    r.name = internal::t_module->path_id;
-    internal::append(r, epoch_);
+    internal::append({0, 0, internal::t_module->path_id, id_, thread_, scope,
+                      static_cast<std::uint8_t>(internal::RecordKind::kModule), 0},
+                     epoch_);
   }
 }
 

@@ -60,7 +60,12 @@ class DetailTable {
   explicit DetailTable(ProfilerResult::Builder& builder) : builder_(builder) {}
 
   EventDetail& of(std::uint64_t handle) { return pending_[handle]; }
-  bool empty() const { return pending_.empty(); }
+
+  void set_inputs(std::uint64_t handle, std::span<const std::byte> encoded) {
+    EventDetail& d = of(handle);
+    d.inputs = record::decode_inputs(encoded);
+    d.has_inputs = true;
+  }
 
   std::int32_t stack(std::span<const std::uint64_t> words) {
     std::vector<std::uint64_t> key(words.begin(), words.end());
@@ -192,10 +197,8 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         std::byte bytes[2 * sizeof(std::uint64_t)];
         std::memcpy(bytes, &r.start, sizeof r.start);
         std::memcpy(bytes + sizeof r.start, &r.end, sizeof r.end);
-        EventDetail& d = details.of(handle_of(r));
-        d.inputs = record::decode_inputs(
-            std::span<const std::byte>(bytes, std::min<std::size_t>(r.name, sizeof bytes)));
-        d.has_inputs = true;
+        details.set_inputs(handle_of(r), std::span<const std::byte>(
+                                             bytes, std::min<std::size_t>(r.name, sizeof bytes)));
         continue;
       }
       if (kind == internal::RecordKind::kModule) {
@@ -210,9 +213,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         const auto* payload = reinterpret_cast<const std::byte*>(&records[i + 1]);
         i += n;
         if (kind == internal::RecordKind::kInputs) {
-          EventDetail& d = details.of(handle_of(r));
-          d.inputs = record::decode_inputs(std::span<const std::byte>(payload, r.end));
-          d.has_inputs = true;
+          details.set_inputs(handle_of(r), std::span<const std::byte>(payload, r.end));
         } else if (kind == internal::RecordKind::kStack) {
           details.of(handle_of(r)).stack = details.stack(std::span<const std::uint64_t>(
               reinterpret_cast<const std::uint64_t*>(payload), r.end / sizeof(std::uint64_t)));

@@ -115,13 +115,9 @@ inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8;
 // one event. Returns false when dropped.
 bool append_blob(Record header, const void* payload, std::size_t bytes,
                  std::uint32_t epoch) noexcept;
-// append_blob in steps, for a blob written in place (no copy through a scratch buffer):
-// reserve_blob makes room for a header and `bytes` of payload and returns where the payload
-// goes, or nullptr when the blob is dropped (counted as one event); blob_header() and
-// publish_blob() below then fill and publish it, with at most the bytes reserved. The calling
-// thread must append nothing else in between.
-std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept;
-
+// reserve_blob when the current chunk cannot hold the blob, or the thread is not ready for
+// `epoch`: takes a new chunk, or drops and counts.
+[[gnu::noinline]] std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept;
 
 // The payload bytes a blob could have in the calling thread's current chunk without taking
 // another; 0 when the thread does not record into `epoch` yet.
@@ -129,6 +125,16 @@ inline std::size_t blob_room(std::uint32_t epoch) noexcept {
   const ThreadContext& c = t_ctx;
   if (c.epoch != epoch || c.cur == c.end) return 0;
   return static_cast<std::size_t>(c.end - c.cur - 1) * sizeof(Record);
+}
+
+// append_blob in steps, for a blob written in place (no copy through a scratch buffer):
+// reserve_blob makes room for a header and `bytes` of payload and returns where the payload
+// goes, or nullptr when the blob is dropped (counted as one event); blob_header() and
+// publish_blob() below then fill and publish it, with at most the bytes reserved. The calling
+// thread must append nothing else in between. Inline while the current chunk has the room.
+inline std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept {
+  if (blob_room(epoch) >= bytes) [[likely]] return reinterpret_cast<std::byte*>(t_ctx.cur + 1);
+  return reserve_blob_slow(bytes, epoch);
 }
 
 // Writing a blob in place, header included. A Record built on the stack field by field and
