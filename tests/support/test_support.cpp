@@ -74,4 +74,20 @@ std::string read_gzip_file(const std::string& path) {
   return out;
 }
 
+RecordedValue recorded_tensor(std::vector<std::int64_t> sizes) {
+  RecordedValue v;
+  v.kind = ValueKind::kTensor;
+  v.sizes = std::move(sizes);
+  v.text = "float";
+  v.device = "cpu";
+  return v;
+}
+
+RecordedValue recorded_int(std::int64_t i) {
+  RecordedValue v;
+  v.kind = ValueKind::kInt;
+  v.i = i;
+  return v;
+}
+
 }  // namespace opscope::testing

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "opscope/error.h"
+#include "opscope/value.h"
 
 namespace opscope::testing {
 
@@ -42,6 +43,10 @@ class WarningCapture {
 // Runs `fn` and returns the message of the opscope::Error it throws, or "(no error)", so a
 // test can assert on what a failure says.
 std::string error_of(const std::function<void()>& fn);
+
+// Recorded inputs as a finished window holds them: a float CPU tensor, an int scalar.
+RecordedValue recorded_tensor(std::vector<std::int64_t> sizes);
+RecordedValue recorded_int(std::int64_t i);
 
 std::string read_file(const std::string& path);
 // Decompresses a gzip file.

@@ -11,18 +11,9 @@ namespace opscope::analysis {
 namespace {
 
 RecordedValue tensor(std::vector<std::int64_t> sizes) {
-  RecordedValue v;
-  v.kind = ValueKind::kTensor;
-  v.sizes = std::move(sizes);
-  v.text = "float";
-  return v;
+  return opscope::testing::recorded_tensor(std::move(sizes));
 }
-RecordedValue integer(std::int64_t i) {
-  RecordedValue v;
-  v.kind = ValueKind::kInt;
-  v.i = i;
-  return v;
-}
+RecordedValue integer(std::int64_t i) { return opscope::testing::recorded_int(i); }
 RecordedValue ints(std::vector<std::int64_t> xs) {
   RecordedValue v;
   v.kind = ValueKind::kList;

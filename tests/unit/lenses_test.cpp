@@ -24,19 +24,9 @@ constexpr std::int64_t kBase = 1'700'000'000'000'000'000;
 constexpr std::int64_t kUs = 1000;
 
 RecordedValue tensor(std::vector<std::int64_t> sizes) {
-  RecordedValue v;
-  v.kind = ValueKind::kTensor;
-  v.sizes = std::move(sizes);
-  v.text = "float";
-  v.device = "cpu";
-  return v;
+  return testing::recorded_tensor(std::move(sizes));
 }
-RecordedValue scalar(std::int64_t i) {
-  RecordedValue v;
-  v.kind = ValueKind::kInt;
-  v.i = i;
-  return v;
-}
+RecordedValue scalar(std::int64_t i) { return testing::recorded_int(i); }
 
 // A window as the reference's forward pass records it, by hand (times in us):
 //   forward [0,1000)                     free 1000 b @950
