@@ -226,6 +226,23 @@ class RecordFunction {
     return state_ == kObserved ? inputs_ : std::span<const Value>();
   }
 
+  // Gives the range's outputs to the observers that asked for them (needs_outputs); they read
+  // them with outputs() in their end callbacks. The values are copied, and only when such an
+  // observer watches this range, so temporaries are fine. On a range no observer watches this
+  // is one branch; it never touches the session's record.
+  void set_outputs(std::span<const Value> outputs) noexcept {
+    if (state_ == kObserved) set_outputs_observed(outputs);
+  }
+  void set_outputs(std::initializer_list<Value> outputs) noexcept {
+    set_outputs(std::span<const Value>(outputs.begin(), outputs.size()));
+  }
+  // True when an observer with needs_outputs watches this range, so the caller can skip
+  // building outputs nobody reads.
+  bool wants_outputs() const noexcept { return state_ == kObserved && wants_outputs_slow(); }
+  // The outputs given to set_outputs(), owned by the range until its end callbacks have run;
+  // empty when none were given or no observer asked for them.
+  std::span<const Value> outputs() const noexcept;
+
   // States the floating-point operations this range performs, for the with_flops lens (it
   // replaces the estimate from the inputs). Does nothing unless a with_flops session records
   // the range.
@@ -277,6 +294,8 @@ class RecordFunction {
   // Records what the session's lenses ask for at begin: inputs, call stack, module path.
   [[gnu::noinline]] void record_lenses(std::span<const Value> inputs) noexcept;
   [[gnu::noinline]] bool wants_inputs_slow() const noexcept;
+  [[gnu::noinline]] bool wants_outputs_slow() const noexcept;
+  [[gnu::noinline]] void set_outputs_observed(std::span<const Value> outputs) noexcept;
   [[gnu::noinline]] void append_flops(std::int64_t flops) noexcept;
   [[gnu::noinline]] void end_observed() noexcept;
   [[gnu::noinline]] void append_link() noexcept;
@@ -314,6 +333,9 @@ class RecordFunctionCallback {
 
   RecordFunctionCallback& needs_inputs(bool v) { needs_inputs_ = v; return *this; }
   RecordFunctionCallback& needs_ids(bool v) { needs_ids_ = v; return *this; }
+  // The observer reads RecordFunction::outputs() in its end callback: ranges it watches keep
+  // a copy of what set_outputs() gives them.
+  RecordFunctionCallback& needs_outputs(bool v) { needs_outputs_ = v; return *this; }
   // Only ranges of these scopes are observed (all scopes by default).
   RecordFunctionCallback& scopes(std::initializer_list<RecordScope> scopes);
   // Each range is observed with this probability, in (0, 1]. Throws opscope::Error otherwise.
@@ -321,6 +343,7 @@ class RecordFunctionCallback {
 
   bool needs_inputs() const { return needs_inputs_; }
   bool needs_ids() const { return needs_ids_; }
+  bool needs_outputs() const { return needs_outputs_; }
   double sampling_prob() const { return sampling_prob_; }
   bool selects(RecordScope s) const {
     return (scope_mask_ >> static_cast<unsigned>(s)) & 1u;
@@ -333,6 +356,7 @@ class RecordFunctionCallback {
   ObserverEndFn end_;
   bool needs_inputs_ = false;
   bool needs_ids_ = false;
+  bool needs_outputs_ = false;
   double sampling_prob_ = 1.0;
   std::uint32_t scope_mask_ = (1u << kNumRecordScopes) - 1;
 };

@@ -65,6 +65,37 @@ void set_thread_callbacks(std::shared_ptr<const CallbackList> list) {
   }
 }
 
+OwnedValues::OwnedValues(std::span<const Value> values) {
+  values_.reserve(values.size());
+  for (const Value& v : values) values_.push_back(copy(v));
+}
+
+Value OwnedValues::copy(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::kTensor: {
+      const auto& sizes = ints_.emplace_back(v.sizes().begin(), v.sizes().end());
+      const auto& strides = ints_.emplace_back(v.strides().begin(), v.strides().end());
+      const auto& dtype = texts_.emplace_back(v.dtype());
+      const auto& device = texts_.emplace_back(v.device());
+      return Value::tensor(sizes, dtype, strides, device);
+    }
+    case ValueKind::kString:
+      return Value(std::string_view(texts_.emplace_back(v.to_string())));
+    case ValueKind::kList: {
+      std::vector<Value>& items = lists_.emplace_back();
+      items.reserve(v.items().size());
+      for (const Value& item : v.items()) items.push_back(copy(item));
+      return Value::list(items);
+    }
+    case ValueKind::kNone:
+    case ValueKind::kInt:
+    case ValueKind::kDouble:
+    case ValueKind::kBool:
+      return v;  // self-contained
+  }
+  return Value();
+}
+
 }  // namespace internal
 
 RecordFunctionCallback& RecordFunctionCallback::scopes(std::initializer_list<RecordScope> scopes) {

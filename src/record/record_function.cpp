@@ -30,6 +30,7 @@ void attach(internal::ObserverFrame*& frame, const internal::CallbackList& list,
     if (cb.sampling_prob() < 1.0 && next_uniform() >= cb.sampling_prob()) continue;
     if (frame == nullptr) frame = new internal::ObserverFrame;
     frame->active.push_back({entry, nullptr});
+    frame->needs_outputs = frame->needs_outputs || cb.needs_outputs();
     needs_inputs = needs_inputs || cb.needs_inputs();
   }
 }
@@ -88,6 +89,24 @@ bool RecordFunction::wants_inputs_slow() const noexcept {
   } catch (...) {
   }
   return false;
+}
+
+bool RecordFunction::wants_outputs_slow() const noexcept {
+  return observers_ != nullptr && observers_->needs_outputs;
+}
+
+void RecordFunction::set_outputs_observed(std::span<const Value> outputs) noexcept {
+  if (observers_ == nullptr || !observers_->needs_outputs) return;
+  try {
+    observers_->outputs = std::make_unique<internal::OwnedValues>(outputs);
+  } catch (...) {
+    observers_->outputs.reset();  // out of memory: the end callbacks see no outputs
+  }
+}
+
+std::span<const Value> RecordFunction::outputs() const noexcept {
+  if (state_ != kObserved || observers_ == nullptr || !observers_->outputs) return {};
+  return observers_->outputs->values();
 }
 
 namespace {
