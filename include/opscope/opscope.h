@@ -11,6 +11,7 @@
 #pragma once
 
 #include "opscope/error.h"
+#include "opscope/execution_trace.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
 #include "opscope/memory.h"

@@ -36,6 +36,7 @@ enum class ActivityType : std::uint8_t {
 std::vector<ActivityType> supported_activities();
 
 class Profiler;
+class ExecutionTraceObserver;  // opscope/execution_trace.h
 
 struct ExperimentalConfig {
   // Most bytes of event buffer a window may use across all threads. When reached, further
@@ -58,6 +59,10 @@ struct ProfilerConfig {
   Schedule schedule = {};  // empty: record every step
   std::function<void(Profiler&)> on_trace_ready = {};
   ExperimentalConfig experimental = {};
+  // Started when a recording window starts and stopped when it stops, so the execution trace
+  // covers the same steps as the window; cleaned up (its file finalized) when the Profiler is
+  // destroyed. Register it (register_callback) before the first window.
+  std::shared_ptr<ExecutionTraceObserver> execution_trace_observer = {};
 };
 
 class Profiler {
@@ -112,6 +117,16 @@ class Profiler {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The process's distributed setup as a JSON object, PyTorch's
+// {"backend", "rank", "world_size", "pg_count", "pg_config", "nccl_version"}; opscope does not
+// discover it, the program states it. While set, every recording window gets the metadata
+// "distributedInfo" with this value, and ExecutionTraceObserver::start() records a
+// "## process_group:init ##" range holding its "pg_config" (or, without one, all of it).
+// Throws opscope::Error when `json` is not valid JSON; an empty string clears it. Thread-safe.
+void set_distributed_info(const std::string& json);
+// What set_distributed_info() set; empty when nothing is.
+std::string distributed_info();
 
 // Starts a profiler for its lifetime: start() at construction, stop() at destruction (a
 // failure there is sent to the warning handler, never thrown).

@@ -3,11 +3,13 @@
 #include "opscope/profiler.h"
 
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "export/json_writer.h"
 #include "opscope/error.h"
+#include "opscope/execution_trace.h"
 #include "opscope/export.h"
 #include "session/recorder.h"
 #include "session/step_driver.h"
@@ -47,7 +49,32 @@ bool has_activity(const std::vector<ActivityType>& list, ActivityType a) {
   return false;
 }
 
+struct DistributedInfo {
+  std::mutex mutex;
+  std::string json;
+};
+DistributedInfo& distributed() {
+  static DistributedInfo info;
+  return info;
+}
+
 }  // namespace
+
+void set_distributed_info(const std::string& json) {
+  std::string error;
+  if (!json.empty() && !is_valid_json(json, &error)) {
+    throw Error("set_distributed_info: the value is not valid JSON (" + error + "): " + json);
+  }
+  DistributedInfo& d = distributed();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  d.json = json;
+}
+
+std::string distributed_info() {
+  DistributedInfo& d = distributed();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return d.json;
+}
 
 std::vector<ActivityType> supported_activities() { return {ActivityType::kCPU}; }
 
@@ -108,6 +135,11 @@ struct Profiler::Impl {
         // CPU recording needs no warm-up; GPU backends get ready here once they exist.
         break;
       case session::StepAction::kStart: {
+        // Before the window, as profiler.py's start_trace does.
+        if (config.execution_trace_observer) config.execution_trace_observer->start();
+        if (std::string info = distributed_info(); !info.empty()) {
+          metadata.emplace_back("distributedInfo", std::move(info));
+        }
         session::WindowOptions w;
         w.epoch.buffer_limit_bytes = config.experimental.buffer_limit_bytes;
         w.epoch.record_all_threads = config.experimental.record_all_threads;
@@ -119,6 +151,7 @@ struct Profiler::Impl {
         break;
       }
       case session::StepAction::kStop: {
+        if (config.execution_trace_observer) config.execution_trace_observer->stop();
         auto md = preset_metadata;
         md.insert(md.end(), metadata.begin(), metadata.end());
         metadata.clear();
@@ -141,11 +174,20 @@ Profiler::Profiler(ProfilerConfig config) : impl_(std::make_unique<Impl>()) {
 }
 
 Profiler::~Profiler() {
-  if (!impl_->started) return;
-  try {
-    stop();
-  } catch (const std::exception& e) {
-    warn(std::string("Profiler destroyed while running; stopping it failed: ") + e.what());
+  if (impl_->started) {
+    try {
+      stop();
+    } catch (const std::exception& e) {
+      warn(std::string("Profiler destroyed while running; stopping it failed: ") + e.what());
+    }
+  }
+  // profiler.py's __exit__: the execution trace is finalized with the profiler.
+  if (const auto& et = impl_->config.execution_trace_observer) {
+    try {
+      et->cleanup();
+    } catch (const std::exception& e) {
+      warn(std::string("Profiler destroyed; finalizing its execution trace failed: ") + e.what());
+    }
   }
 }
 
