@@ -88,6 +88,7 @@ struct Event {
   std::int32_t first_child = -1;
   std::int32_t next_sibling = -1;
   std::int32_t detail = -1;        // index into ProfilerResult::details(); -1: none
+  std::int32_t end_thread = -1;    // kAsyncRange: the thread that ended it; -1 otherwise
   EventKind kind = EventKind::kRange;
   RecordScope scope = RecordScope::kFunction;
 

@@ -24,7 +24,8 @@ namespace internal {
 struct ThreadStateSnapshot;  // src/record/thread_local_state.cpp
 }
 
-// A snapshot of the calling thread's thread-local observers and session membership.
+// A snapshot of the calling thread's thread-local observers and session membership (a
+// thread-limited session's, the legacy profiler's).
 // Copyable and cheap to copy (shared, immutable). Capture costs one allocation.
 class ThreadLocalState {
  public:

@@ -196,7 +196,7 @@ void Profiler::start() {
   if (m.started) {
     throw Error("Profiler::start(): the profiler is already started; call stop() first");
   }
-  session::Recorder::claim(this);
+  session::Recorder::claim(this, "an opscope::Profiler");
   if (!m.not_recorded.empty()) {
     std::string names;
     for (const auto& n : m.not_recorded) names += (names.empty() ? "" : ", ") + n;

@@ -21,6 +21,7 @@ namespace {
 
 std::mutex g_claim_mu;
 const void* g_owner = nullptr;
+std::string g_owner_what;  // what holds the claim, for the error a second claimant gets
 
 std::string_view resolve_name(const internal::Record& r) {
   if (r.flags & internal::kNameInterned) return collect::interned(static_cast<std::uint32_t>(r.name));
@@ -103,14 +104,15 @@ class DetailTable {
 
 }  // namespace
 
-void Recorder::claim(const void* owner) {
+void Recorder::claim(const void* owner, std::string_view what) {
   std::lock_guard<std::mutex> lock(g_claim_mu);
   if (g_owner != nullptr && g_owner != owner) {
-    throw Error(
-        "another opscope::Profiler is already started in this process; only one can run at a "
-        "time: stop() it first");
+    throw Error("cannot start " + std::string(what) + ": " + g_owner_what +
+                " is already recording in this process, and opscope records one session at "
+                "a time; stop it first");
   }
   g_owner = owner;
+  g_owner_what = what;
   collect::set_chunk_pooling(true);
 }
 
@@ -263,6 +265,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         e.kind = EventKind::kAsyncRange;
         auto it = thread_of_slot.find(r.thread);
         e.thread = it != thread_of_slot.end() ? it->second : own;
+        e.end_thread = own;
       }
       builder.add_event(e);
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,9 +27,10 @@ struct WindowOptions {
 
 class Recorder {
  public:
-  // Claims the process-wide recorder for `owner`. Throws opscope::Error when another owner
-  // holds it.
-  static void claim(const void* owner);
+  // Claims the process-wide recorder for `owner`, described by `what` ("an opscope::Profiler",
+  // "the legacy profiler") in the error another claimant gets. Throws opscope::Error when
+  // another owner holds it.
+  static void claim(const void* owner, std::string_view what);
   // Releases the claim if `owner` holds it.
   static void release(const void* owner) noexcept;
 
