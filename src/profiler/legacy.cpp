@@ -1,0 +1,351 @@
+// The legacy profiler: a thread-limited recording window of the session layer, turned into
+// per-thread push/pop/mark/memory lists when it stops.
+#include "opscope/legacy.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <unordered_map>
+
+#include "analysis/flops.h"
+#include "analysis/stacks.h"
+#include "analysis/symbolizer.h"
+#include "collect/collector.h"
+#include "export/json_writer.h"
+#include "export/sink.h"
+#include "opscope/error.h"
+#include "opscope/mark.h"
+#include "opscope/record_function.h"
+#include "profiler/nvtx.h"
+#include "record/session_token.h"
+#include "session/recorder.h"
+
+namespace opscope {
+namespace {
+
+struct LegacySession {
+  LegacyProfilerConfig config;
+  session::Recorder recorder;        // kCPU, kCUDA
+  CallbackHandle nvtx_callback = 0;  // kNVTX
+  std::uint64_t enabled_on_tid = 0;
+  std::atomic<bool> running{true};
+  std::mutex remote_mu;
+  std::vector<std::vector<LegacyEvent>> remote;  // as add_event_list received them
+};
+
+std::mutex g_mu;                           // guards g_session
+std::shared_ptr<LegacySession> g_session;  // the process's running legacy profiler
+std::atomic<std::int64_t> g_node_id{-1};
+
+// The legacy profiler the calling thread records into, or nullptr. This file is the only
+// writer of thread session tokens (record/session_token.h), so a token is a LegacySession.
+LegacySession* thread_session() {
+  const auto& token = record::thread_session();
+  auto* s = static_cast<LegacySession*>(const_cast<void*>(token.get()));
+  return s != nullptr && s->running.load() ? s : nullptr;
+}
+
+bool records_on_cpu(LegacyProfilerState s) {
+  return s == LegacyProfilerState::kCPU || s == LegacyProfilerState::kCUDA;
+}
+
+// PyTorch's NVTX range text: "aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]".
+std::string nvtx_text(const RecordFunction& rf) {
+  std::string text(rf.name());
+  if (rf.sequence_nr() >= 0) text += ", seq = " + std::to_string(rf.sequence_nr());
+  if (!rf.inputs().empty()) {
+    text += ", sizes = [";
+    bool first = true;
+    for (const Value& v : rf.inputs()) {
+      text += first ? "[" : ", [";
+      first = false;
+      bool first_dim = true;
+      for (std::int64_t d : v.sizes()) {
+        text += (first_dim ? "" : ", ") + std::to_string(d);
+        first_dim = false;
+      }
+      text += "]";
+    }
+    text += "]";
+  }
+  return text;
+}
+
+CallbackHandle add_nvtx_forwarding(bool with_shapes) {
+  return add_thread_local_callback(
+      RecordFunctionCallback(
+          [](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
+            nvtx::range_push(nvtx_text(rf).c_str());
+            return nullptr;
+          },
+          [](const RecordFunction&, ObserverContext*) { nvtx::range_pop(); })
+          .needs_inputs(with_shapes));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A window's result as per-thread event lists.
+
+std::vector<std::vector<std::int64_t>> shapes_of(const EventDetail* d) {
+  std::vector<std::vector<std::int64_t>> shapes;
+  if (d == nullptr || !d->has_inputs) return shapes;
+  shapes.reserve(d->inputs.size());
+  for (const RecordedValue& v : d->inputs) shapes.push_back(v.sizes);  // non-tensors: []
+  return shapes;
+}
+
+class ListBuilder {
+ public:
+  ListBuilder(const ProfilerResult& result, const LegacyProfilerConfig& config)
+      : result_(result), config_(config), node_(g_node_id.load()) {}
+
+  ThreadEventLists build() {
+    const auto& events = result_.events();
+    std::vector<std::vector<Item>> per_thread(result_.threads().size());
+    std::vector<std::size_t> dfs_order;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
+      auto& items = per_thread[static_cast<std::size_t>(e.thread)];
+      switch (e.kind) {
+        case EventKind::kRange:
+          // Nested ranges are emitted from their roots, depth first, so that a child's push
+          // and pop fall between its parent's even when the times are equal.
+          if (e.parent < 0) emit_range_tree(i, items);
+          break;
+        case EventKind::kAsyncRange:
+          items.push_back({e.start_ns, push(e)});
+          items.push_back({e.end_ns, pop(e)});
+          break;
+        case EventKind::kInstant:
+          items.push_back({e.start_ns, LegacyEvent(LegacyEventKind::kMark, std::string(e.name),
+                                                   tid(e.thread), e.start_ns, 0, {}, node_)});
+          break;
+        case EventKind::kMemory: {
+          LegacyEvent m(LegacyEventKind::kMemoryAlloc, "", tid(e.thread), e.start_ns, 0, {}, node_);
+          if (const EventDetail* d = result_.detail(e)) {
+            m.set_memory_usage(d->memory.bytes, d->memory.device);
+          }
+          items.push_back({e.start_ns, std::move(m)});
+          break;
+        }
+      }
+    }
+    ThreadEventLists lists;
+    for (auto& items : per_thread) {
+      if (items.empty()) continue;
+      // Range trees come first and in order; the rest joins them by time, after range
+      // events of the same nanosecond.
+      std::stable_sort(items.begin(), items.end(),
+                       [](const Item& a, const Item& b) { return a.ns < b.ns; });
+      std::vector<LegacyEvent> list;
+      list.reserve(items.size());
+      for (Item& it : items) list.push_back(std::move(it.event));
+      lists.push_back(std::move(list));
+    }
+    return lists;
+  }
+
+ private:
+  struct Item {
+    std::int64_t ns;
+    LegacyEvent event;
+  };
+
+  std::uint64_t tid(std::int32_t thread) const {
+    return thread < 0 ? 0 : result_.threads()[static_cast<std::size_t>(thread)].tid;
+  }
+
+  void emit_range_tree(std::size_t root, std::vector<Item>& items) {
+    const Event& e = result_.events()[root];
+    items.push_back({e.start_ns, push(e)});
+    for (std::int32_t c : result_.children(root)) {
+      emit_range_tree(static_cast<std::size_t>(c), items);
+    }
+    items.push_back({e.end_ns, pop(e)});
+  }
+
+  LegacyEvent push(const Event& e) {
+    const EventDetail* d = result_.detail(e);
+    LegacyEvent p(LegacyEventKind::kPushRange, std::string(e.name), tid(e.thread), e.start_ns,
+                  e.handle, config_.report_input_shapes ? shapes_of(d) : decltype(shapes_of(d)){},
+                  node_);
+    p.set_sequence_nr(e.sequence_nr);
+    p.set_fwd_thread_id(e.forward_thread_id);
+    p.set_scope(e.scope);
+    p.set_async(e.kind == EventKind::kAsyncRange);
+    if (config_.with_flops) p.set_flops(analysis::flops_of(result_, e));
+    if (config_.with_stack && d != nullptr && d->stack >= 0) {
+      p.set_stack(analysis::stack_text(result_, e, symbolizer_));
+    }
+    return p;
+  }
+
+  LegacyEvent pop(const Event& e) {
+    const std::int32_t ended_on = e.kind == EventKind::kAsyncRange ? e.end_thread : e.thread;
+    LegacyEvent p(LegacyEventKind::kPopRange, "", tid(ended_on), e.end_ns, e.handle, {}, node_);
+    p.set_async(e.kind == EventKind::kAsyncRange);
+    return p;
+  }
+
+  const ProfilerResult& result_;
+  const LegacyProfilerConfig& config_;
+  std::int64_t node_;
+  analysis::Symbolizer symbolizer_;
+};
+
+// Remote events, one list per (node id, thread) in the order they arrived.
+void append_remote(std::vector<std::vector<LegacyEvent>> received, ThreadEventLists& out) {
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::size_t> list_of;
+  for (auto& batch : received) {
+    for (LegacyEvent& e : batch) {
+      auto [it, added] = list_of.try_emplace({e.node_id(), e.thread_id()}, out.size());
+      if (added) out.emplace_back();
+      out[it->second].push_back(std::move(e));
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+void enable_profiler_legacy(const LegacyProfilerConfig& config) {
+  if (config.state == LegacyProfilerState::kDisabled) {
+    throw Error(
+        "enable_profiler_legacy: state kDisabled records nothing; use kCPU, kCUDA or kNVTX");
+  }
+  if (config.state == LegacyProfilerState::kNVTX) {
+    std::string why;
+    if (!nvtx::available(&why)) throw Error("Can't use NVTX profiler: " + why);
+  }
+  if (thread_session() != nullptr) throw Error("Profiler is already enabled on this thread");
+
+  auto s = std::make_shared<LegacySession>();
+  s->config = config;
+  s->enabled_on_tid = collect::current_tid();
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_session) {
+      throw Error("enable_profiler_legacy: the legacy profiler is already enabled on thread " +
+                  std::to_string(g_session->enabled_on_tid) +
+                  " of this process, and opscope records one session at a time; disable it "
+                  "there first");
+    }
+    if (records_on_cpu(config.state)) {
+      session::Recorder::claim(s.get(), "the legacy profiler");
+      try {
+        session::WindowOptions w;
+        w.epoch.record_all_threads = false;
+        w.lenses = {config.report_input_shapes, config.profile_memory, config.with_stack,
+                    config.with_flops, config.with_modules};
+        s->recorder.start_window(w);
+      } catch (...) {
+        session::Recorder::release(s.get());
+        throw;
+      }
+    } else {
+      s->nvtx_callback = add_nvtx_forwarding(config.report_input_shapes);
+    }
+    g_session = s;
+  }
+  record::set_thread_session(s);
+  if (records_on_cpu(config.state)) opscope::mark("__start_profile");
+}
+
+ThreadEventLists disable_profiler_legacy(ProfilerDisableOptions options) {
+  const std::shared_ptr<const void> token = record::thread_session();
+  LegacySession* s = thread_session();
+  if (s == nullptr) {
+    if (token && options.cleanup_tls_state) record::set_thread_session(nullptr);
+    throw Error("Can't disable profiler when it's not running");
+  }
+  std::shared_ptr<const ProfilerResult> result;
+  if (records_on_cpu(s->config.state)) {
+    opscope::mark("__stop_profile");
+    try {
+      result = s->recorder.stop_window({});
+    } catch (...) {
+      session::Recorder::release(s);
+      throw;
+    }
+    session::Recorder::release(s);
+  } else {
+    remove_callback(s->nvtx_callback);
+  }
+  s->running = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_session.get() == s) g_session.reset();
+  }
+  if (options.cleanup_tls_state) record::set_thread_session(nullptr);
+  if (!options.consolidate || result == nullptr) return {};
+
+  ThreadEventLists lists = ListBuilder(*result, s->config).build();
+  std::vector<std::vector<LegacyEvent>> remote;
+  {
+    std::lock_guard<std::mutex> lock(s->remote_mu);
+    remote = std::move(s->remote);
+  }
+  append_remote(std::move(remote), lists);
+  return lists;
+}
+
+bool profiler_legacy_enabled() { return thread_session() != nullptr; }
+
+void add_event_list(std::vector<LegacyEvent> events) {
+  LegacySession* s = thread_session();
+  if (s == nullptr) {
+    throw Error(
+        "add_event_list: Profiler must be enabled: no legacy profiler is enabled on this "
+        "thread (call enable_profiler_legacy first)");
+  }
+  std::lock_guard<std::mutex> lock(s->remote_mu);
+  s->remote.push_back(std::move(events));
+}
+
+void set_default_node_id(std::int64_t id) { g_node_id.store(id); }
+std::int64_t default_node_id() { return g_node_id.load(); }
+
+// ---------------------------------------------------------------------------------------------
+// RecordProfile
+
+struct RecordProfile::Output {
+  std::ostream* stream = nullptr;
+  std::unique_ptr<internal::Sink> file;
+  std::string path;
+};
+
+RecordProfile::RecordProfile(std::ostream& out) : output_(std::make_unique<Output>()) {
+  output_->stream = &out;
+  enable_profiler_legacy({.state = LegacyProfilerState::kCPU});
+}
+
+RecordProfile::RecordProfile(const std::string& filename) : output_(std::make_unique<Output>()) {
+  output_->path = filename;
+  // Opened now, so that an unwritable path fails here rather than after the work ran.
+  output_->file = internal::open_file_sink(filename, {.what = "legacy trace"});
+  enable_profiler_legacy({.state = LegacyProfilerState::kCPU});
+}
+
+RecordProfile::~RecordProfile() {
+  try {
+    const ThreadEventLists lists = disable_profiler_legacy();
+    if (output_->file) {
+      std::ostringstream text;
+      write_legacy_trace(text, lists);
+      output_->file->write(text.view());
+      output_->file->commit();
+    } else {
+      write_legacy_trace(*output_->stream, lists);
+    }
+  } catch (const std::exception& e) {
+    warn(std::string("RecordProfile: no legacy trace written") +
+         (output_->path.empty() ? "" : " to '" + output_->path + "'") + ": " + e.what());
+  } catch (...) {
+    warn("RecordProfile: no legacy trace written: unknown error");
+  }
+}
+
+}  // namespace opscope

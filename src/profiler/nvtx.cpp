@@ -1,0 +1,62 @@
+#include "profiler/nvtx.h"
+
+#include <dlfcn.h>
+
+#if OPSCOPE_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace opscope::nvtx {
+namespace {
+
+// Asks the CUDA driver (loaded at run time, so that opscope needs no CUDA to build or run)
+// how many devices there are.
+bool cuda_device_present(std::string* why) {
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = ::dlerror();
+    *why = "the CUDA driver (libcuda.so.1) cannot be loaded: " +
+           std::string(err != nullptr ? err : "unknown error");
+    return false;
+  }
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  auto init = reinterpret_cast<InitFn>(::dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(::dlsym(lib, "cuDeviceGetCount"));
+  int devices = 0;
+  bool ok = false;
+  if (init == nullptr || count == nullptr) {
+    *why = "the CUDA driver lacks cuInit/cuDeviceGetCount";
+  } else if (const int rc = init(0); rc != 0) {
+    *why = "cuInit failed with CUDA error " + std::to_string(rc) + " (no usable GPU?)";
+  } else if (const int rc2 = count(&devices); rc2 != 0 || devices == 0) {
+    *why = "the CUDA driver reports no device";
+  } else {
+    ok = true;
+  }
+  // The driver stays loaded: unloading it after cuInit is not supported.
+  return ok;
+}
+
+}  // namespace
+
+bool available(std::string* why) {
+#if OPSCOPE_HAVE_NVTX
+  return cuda_device_present(why);
+#else
+  *why = "opscope was built without the NVTX headers (nvtx3/nvToolsExt.h from the CUDA toolkit)";
+  return false;
+#endif
+}
+
+#if OPSCOPE_HAVE_NVTX
+void range_push(const char* message) noexcept { nvtxRangePushA(message); }
+void range_pop() noexcept { nvtxRangePop(); }
+void mark(const char* message) noexcept { nvtxMarkA(message); }
+#else
+void range_push(const char*) noexcept {}
+void range_pop() noexcept {}
+void mark(const char*) noexcept {}
+#endif
+
+}  // namespace opscope::nvtx
