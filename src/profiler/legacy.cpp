@@ -52,39 +52,6 @@ bool records_on_cpu(LegacyProfilerState s) {
   return s == LegacyProfilerState::kCPU || s == LegacyProfilerState::kCUDA;
 }
 
-// PyTorch's NVTX range text: "aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]".
-std::string nvtx_text(const RecordFunction& rf) {
-  std::string text(rf.name());
-  if (rf.sequence_nr() >= 0) text += ", seq = " + std::to_string(rf.sequence_nr());
-  if (!rf.inputs().empty()) {
-    text += ", sizes = [";
-    bool first = true;
-    for (const Value& v : rf.inputs()) {
-      text += first ? "[" : ", [";
-      first = false;
-      bool first_dim = true;
-      for (std::int64_t d : v.sizes()) {
-        text += (first_dim ? "" : ", ") + std::to_string(d);
-        first_dim = false;
-      }
-      text += "]";
-    }
-    text += "]";
-  }
-  return text;
-}
-
-CallbackHandle add_nvtx_forwarding(bool with_shapes) {
-  return add_thread_local_callback(
-      RecordFunctionCallback(
-          [](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
-            nvtx::range_push(nvtx_text(rf).c_str());
-            return nullptr;
-          },
-          [](const RecordFunction&, ObserverContext*) { nvtx::range_pop(); })
-          .needs_inputs(with_shapes));
-}
-
 // ---------------------------------------------------------------------------------------------
 // A window's result as per-thread event lists.
 
@@ -246,12 +213,16 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
         throw;
       }
     } else {
-      s->nvtx_callback = add_nvtx_forwarding(config.report_input_shapes);
+      s->nvtx_callback = nvtx::add_range_forwarding(config.report_input_shapes);
     }
     g_session = s;
   }
   record::set_thread_session(s);
-  if (records_on_cpu(config.state)) opscope::mark("__start_profile");
+  if (records_on_cpu(config.state)) {
+    opscope::mark("__start_profile");
+  } else {
+    nvtx::mark("__start_profile");
+  }
 }
 
 ThreadEventLists disable_profiler_legacy(ProfilerDisableOptions options) {

@@ -38,7 +38,40 @@ bool cuda_device_present(std::string* why) {
   return ok;
 }
 
+// PyTorch's NVTX range text: "aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]".
+std::string range_text(const RecordFunction& rf) {
+  std::string text(rf.name());
+  if (rf.sequence_nr() >= 0) text += ", seq = " + std::to_string(rf.sequence_nr());
+  if (!rf.inputs().empty()) {
+    text += ", sizes = [";
+    bool first = true;
+    for (const Value& v : rf.inputs()) {
+      text += first ? "[" : ", [";
+      first = false;
+      bool first_dim = true;
+      for (std::int64_t d : v.sizes()) {
+        text += (first_dim ? "" : ", ") + std::to_string(d);
+        first_dim = false;
+      }
+      text += "]";
+    }
+    text += "]";
+  }
+  return text;
+}
+
 }  // namespace
+
+CallbackHandle add_range_forwarding(bool with_shapes) {
+  return add_thread_local_callback(
+      RecordFunctionCallback(
+          [](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
+            range_push(range_text(rf).c_str());
+            return nullptr;
+          },
+          [](const RecordFunction&, ObserverContext*) { range_pop(); })
+          .needs_inputs(with_shapes));
+}
 
 bool available(std::string* why) {
 #if OPSCOPE_HAVE_NVTX

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "opscope/record_function.h"
+
 namespace opscope::nvtx {
 
 // True when NVTX mode can run here; otherwise `why` says what is missing (no NVTX headers in
@@ -16,5 +18,12 @@ bool available(std::string* why);
 void range_push(const char* message) noexcept;
 void range_pop() noexcept;
 void mark(const char* message) noexcept;
+
+// Registers a thread-local observer (carried by ThreadLocalState like the legacy profiler's
+// state) that pushes an NVTX range at each range's begin and pops it at its end. The range's
+// text is PyTorch's: "aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]" (sizes with `with_shapes`).
+// Works without a GPU (NVTX calls reach whatever tool is attached); the legacy profiler
+// asks available() first, as PyTorch does.
+CallbackHandle add_range_forwarding(bool with_shapes);
 
 }  // namespace opscope::nvtx
