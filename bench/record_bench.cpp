@@ -10,6 +10,7 @@
 
 #include "opscope/error.h"
 #include "opscope/internal/clock.h"
+#include "opscope/legacy.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 
@@ -115,10 +116,7 @@ void BM_RangeDynamicName(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(BM_RangeDynamicName)
-    ->Setup(start_session)
-    ->Teardown(stop_session)
-    ->Iterations(2'000'000);
+BENCHMARK(BM_RangeDynamicName)->Setup(start_session)->Teardown(stop_session)->Iterations(2'000'000);
 
 void BM_RangeWithObserver(benchmark::State& state) {
   const auto handle = opscope::add_global_callback(opscope::RecordFunctionCallback(
@@ -132,6 +130,47 @@ void BM_RangeWithObserver(benchmark::State& state) {
   opscope::remove_callback(handle);
 }
 BENCHMARK(BM_RangeWithObserver);
+
+// A range under the legacy profiler, enabled on the benchmark's thread: a thread-limited
+// window (only member threads record), on the same collector as the Profiler.
+void BM_RangeLegacyProfiler(benchmark::State& state) {
+  opscope::enable_profiler_legacy();
+  for (auto _ : state) {
+    OPSCOPE_RECORD_FUNCTION("bench::legacy");
+    benchmark::ClobberMemory();
+  }
+  opscope::disable_profiler_legacy({.consolidate = false});
+}
+BENCHMARK(BM_RangeLegacyProfiler)->UseRealTime()->Iterations(kSessionIterations);
+
+// A thread that is not a member while a thread-limited window records elsewhere.
+void BM_RangeLegacyProfilerOtherThread(benchmark::State& state) {
+  opscope::enable_profiler_legacy();
+  std::thread([&] {
+    for (auto _ : state) {
+      OPSCOPE_RECORD_FUNCTION("bench::not_member");
+      benchmark::ClobberMemory();
+    }
+  }).join();
+  opscope::disable_profiler_legacy({.consolidate = false});
+}
+BENCHMARK(BM_RangeLegacyProfilerOtherThread)->UseRealTime();
+
+// disable_profiler_legacy turning a window of 100k ranges into event lists: per range.
+void BM_LegacyDisable(benchmark::State& state) {
+  constexpr int kRanges = 100'000;
+  for (auto _ : state) {
+    state.PauseTiming();
+    opscope::enable_profiler_legacy();
+    for (int i = 0; i < kRanges; ++i) {
+      OPSCOPE_RECORD_FUNCTION("bench::legacy_disable");
+    }
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(opscope::disable_profiler_legacy());
+  }
+  state.SetItemsProcessed(state.iterations() * kRanges);
+}
+BENCHMARK(BM_LegacyDisable)->Unit(benchmark::kMillisecond);
 
 // Buffer memory per plain range: the window's buffer bytes over the ranges it holds.
 void BM_BufferBytesPerRange(benchmark::State& state) {

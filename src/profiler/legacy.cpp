@@ -69,68 +69,90 @@ class ListBuilder {
       : result_(result), config_(config), node_(g_node_id.load()) {}
 
   ThreadEventLists build() {
+    // Ordered first as small keys, then each event is built once, in its final place: the
+    // events are large (names, shapes, stacks), and building them in a scratch list to sort
+    // them doubled the memory a disable writes.
     const auto& events = result_.events();
-    std::vector<std::vector<Item>> per_thread(result_.threads().size());
-    std::vector<std::size_t> dfs_order;
+    std::vector<std::vector<Key>> per_thread(result_.threads().size());
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      auto& items = per_thread[static_cast<std::size_t>(e.thread)];
+      auto& keys = per_thread[static_cast<std::size_t>(e.thread)];
+      const auto index = static_cast<std::uint32_t>(i);
       switch (e.kind) {
         case EventKind::kRange:
           // Nested ranges are emitted from their roots, depth first, so that a child's push
           // and pop fall between its parent's even when the times are equal.
-          if (e.parent < 0) emit_range_tree(i, items);
+          if (e.parent < 0) emit_range_tree(index, keys);
           break;
         case EventKind::kAsyncRange:
-          items.push_back({e.start_ns, push(e)});
-          items.push_back({e.end_ns, pop(e)});
+          keys.push_back({e.start_ns, index, What::kPush});
+          keys.push_back({e.end_ns, index, What::kPop});
           break;
         case EventKind::kInstant:
-          items.push_back({e.start_ns, LegacyEvent(LegacyEventKind::kMark, std::string(e.name),
-                                                   tid(e.thread), e.start_ns, 0, {}, node_)});
+        case EventKind::kMemory:
+          keys.push_back({e.start_ns, index, What::kPoint});
           break;
-        case EventKind::kMemory: {
-          LegacyEvent m(LegacyEventKind::kMemoryAlloc, "", tid(e.thread), e.start_ns, 0, {}, node_);
-          if (const EventDetail* d = result_.detail(e)) {
-            m.set_memory_usage(d->memory.bytes, d->memory.device);
-          }
-          items.push_back({e.start_ns, std::move(m)});
-          break;
-        }
       }
     }
     ThreadEventLists lists;
-    for (auto& items : per_thread) {
-      if (items.empty()) continue;
+    for (auto& keys : per_thread) {
+      if (keys.empty()) continue;
       // Range trees come first and in order; the rest joins them by time, after range
       // events of the same nanosecond.
-      std::stable_sort(items.begin(), items.end(),
-                       [](const Item& a, const Item& b) { return a.ns < b.ns; });
-      std::vector<LegacyEvent> list;
-      list.reserve(items.size());
-      for (Item& it : items) list.push_back(std::move(it.event));
-      lists.push_back(std::move(list));
+      std::stable_sort(keys.begin(), keys.end(),
+                       [](const Key& a, const Key& b) { return a.ns < b.ns; });
+      std::vector<LegacyEvent>& list = lists.emplace_back();
+      list.reserve(keys.size());
+      for (const Key& k : keys) {
+        const Event& e = events[k.event];
+        switch (k.what) {
+          case What::kPush:
+            list.push_back(push(e));
+            break;
+          case What::kPop:
+            list.push_back(pop(e));
+            break;
+          case What::kPoint:
+            list.push_back(point(e));
+            break;
+        }
+      }
     }
     return lists;
   }
 
  private:
-  struct Item {
+  enum class What : std::uint8_t { kPush, kPop, kPoint };
+  struct Key {
     std::int64_t ns;
-    LegacyEvent event;
+    std::uint32_t event;
+    What what;
   };
 
   std::uint64_t tid(std::int32_t thread) const {
     return thread < 0 ? 0 : result_.threads()[static_cast<std::size_t>(thread)].tid;
   }
 
-  void emit_range_tree(std::size_t root, std::vector<Item>& items) {
+  void emit_range_tree(std::uint32_t root, std::vector<Key>& keys) {
     const Event& e = result_.events()[root];
-    items.push_back({e.start_ns, push(e)});
+    keys.push_back({e.start_ns, root, What::kPush});
     for (std::int32_t c : result_.children(root)) {
-      emit_range_tree(static_cast<std::size_t>(c), items);
+      emit_range_tree(static_cast<std::uint32_t>(c), keys);
     }
-    items.push_back({e.end_ns, pop(e)});
+    keys.push_back({e.end_ns, root, What::kPop});
+  }
+
+  // A mark or an allocation report.
+  LegacyEvent point(const Event& e) const {
+    if (e.kind == EventKind::kInstant) {
+      return LegacyEvent(LegacyEventKind::kMark, std::string(e.name), tid(e.thread), e.start_ns, 0,
+                         {}, node_);
+    }
+    LegacyEvent m(LegacyEventKind::kMemoryAlloc, "", tid(e.thread), e.start_ns, 0, {}, node_);
+    if (const EventDetail* d = result_.detail(e)) {
+      m.set_memory_usage(d->memory.bytes, d->memory.device);
+    }
+    return m;
   }
 
   LegacyEvent push(const Event& e) {
