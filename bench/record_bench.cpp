@@ -143,6 +143,11 @@ void BM_RangeLegacyProfiler(benchmark::State& state) {
 }
 BENCHMARK(BM_RangeLegacyProfiler)->UseRealTime()->Iterations(kSessionIterations);
 
+// The same with warm buffer memory: 1500 ranges fit the thread's first chunk, which the
+// thread keeps from window to window, so after the first repetition no page is fresh.
+void BM_RangeLegacyProfilerWarm(benchmark::State& state) { BM_RangeLegacyProfiler(state); }
+BENCHMARK(BM_RangeLegacyProfilerWarm)->UseRealTime()->Iterations(1500)->Repetitions(200);
+
 // A thread that is not a member while a thread-limited window records elsewhere.
 void BM_RangeLegacyProfilerOtherThread(benchmark::State& state) {
   opscope::enable_profiler_legacy();
