@@ -14,6 +14,8 @@
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
+#include "opscope/legacy.h"
+#include "opscope/mark.h"
 #include "opscope/memory.h"
 #include "opscope/module.h"
 #include "opscope/profiler.h"
