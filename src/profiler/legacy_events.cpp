@@ -163,7 +163,7 @@ class Reader {
       case static_cast<std::uint8_t>(ValueKind::kList): {
         const std::uint64_t n = varint(where);
         need(where, n);  // every item takes at least its tag byte
-        v.items.reserve(n);
+        v.items.reserve(std::min<std::uint64_t>(n, 64));  // n is untrusted: grow as read
         for (std::uint64_t i = 0; i < n; ++i) {
           v.items.push_back(value(where + ", item " + std::to_string(i), depth + 1));
         }
@@ -353,7 +353,7 @@ std::vector<LegacyEvent> deserialize_legacy_events(std::string_view bytes) {
   const std::uint64_t count = r.varint("the event count");
   r.need("the event count", count);  // an event takes at least one byte
   std::vector<LegacyEvent> events;
-  events.reserve(count);
+  events.reserve(std::min<std::uint64_t>(count, 4096));  // untrusted: grow as read
   for (std::uint64_t n = 0; n < count; ++n) {
     const std::string where = "event " + std::to_string(n);
     if (r.byte(where) != static_cast<std::uint8_t>(ValueKind::kList)) {
