@@ -1,0 +1,583 @@
+#include "ondemand/daemon.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <sstream>
+#include <unordered_map>
+
+#include "export/json_reader.h"
+#include "export/json_writer.h"
+#include "opscope/error.h"
+
+namespace opscope::ondemand {
+
+using internal::JsonValue;
+using internal::JsonWriter;
+
+// --- the request and its answer -----------------------------------------------------------------
+
+namespace {
+
+std::int64_t int_field(const JsonValue& doc, std::string_view key, std::int64_t fallback) {
+  const JsonValue* v = doc.find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_integer()) {
+    throw Error("field \"" + std::string(key) + "\" must be an integer, not " +
+                std::string(internal::json_type_name(v->type())));
+  }
+  return v->as_int();
+}
+
+void write_ints(JsonWriter& w, std::string_view key, const std::vector<std::int32_t>& values) {
+  w.key(key);
+  w.begin_array();
+  for (const std::int32_t v : values) w.integer(v);
+  w.end_array();
+}
+
+}  // namespace
+
+TraceRequest parse_trace_request(std::string_view json) {
+  const JsonValue doc = internal::parse_json(json);
+  if (doc.type() != JsonValue::Type::kObject) throw Error("the request must be a JSON object");
+  TraceRequest r;
+  const JsonValue* config = doc.find("config");
+  if (config == nullptr) throw Error("field \"config\" is missing");
+  if (config->type() != JsonValue::Type::kString) {
+    throw Error("field \"config\" must be a string, not " +
+                std::string(internal::json_type_name(config->type())));
+  }
+  r.config = config->as_string();
+  r.job_id = int_field(doc, "job_id", 0);
+  r.process_limit = int_field(doc, "process_limit", kDefaultProcessLimit);
+  if (r.process_limit < 0) {
+    throw Error("field \"process_limit\" must not be negative, got " +
+                std::to_string(r.process_limit));
+  }
+  if (const JsonValue* pids = doc.find("pids")) {
+    if (pids->type() != JsonValue::Type::kArray) {
+      throw Error("field \"pids\" must be an array of integers, not " +
+                  std::string(internal::json_type_name(pids->type())));
+    }
+    for (const JsonValue& p : pids->as_array()) {
+      if (!p.is_integer() || p.as_int() < 0 || p.as_int() > INT32_MAX) {
+        throw Error("field \"pids\" must hold process ids (integers from 0 to 2147483647)");
+      }
+      r.pids.push_back(static_cast<std::int32_t>(p.as_int()));
+    }
+  }
+  return r;
+}
+
+std::string trace_request_json(const TraceRequest& request) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("fn");
+  w.string(kTraceFn);
+  w.key("config");
+  w.string(request.config);
+  w.key("job_id");
+  w.integer(request.job_id);
+  write_ints(w, "pids", request.pids);
+  w.key("process_limit");
+  w.integer(request.process_limit);
+  w.end_object();
+  return w.str();
+}
+
+std::string trace_result_json(const TraceResult& result) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("activityProfilersBusy");
+  w.integer(result.busy);
+  write_ints(w, "activityProfilersTriggered", result.triggered);
+  w.key("eventProfilersBusy");
+  w.integer(0);
+  w.key("eventProfilersTriggered");
+  w.begin_array();
+  w.end_array();
+  write_ints(w, "processesMatched", result.matched);
+  if (!result.reasons.empty()) {
+    w.key("opscopeReasons");
+    w.begin_array();
+    for (const std::string& r : result.reasons) w.string(r);
+    w.end_array();
+  }
+  w.end_object();
+  return w.str();
+}
+
+TraceResult parse_trace_result(std::string_view json) {
+  const JsonValue doc = internal::parse_json(json);
+  if (const JsonValue* e = doc.find("error")) {
+    throw Error("the daemon refused the request: " +
+                (e->type() == JsonValue::Type::kString ? e->as_string() : std::string("?")));
+  }
+  TraceResult r;
+  const auto ints = [&](std::string_view key) {
+    std::vector<std::int32_t> out;
+    if (const JsonValue* a = doc.find(key)) {
+      for (const JsonValue& v : a->as_array()) out.push_back(static_cast<std::int32_t>(v.as_int()));
+    }
+    return out;
+  };
+  if (const JsonValue* b = doc.find("activityProfilersBusy")) r.busy = b->as_int();
+  r.triggered = ints("activityProfilersTriggered");
+  r.matched = ints("processesMatched");
+  if (const JsonValue* a = doc.find("opscopeReasons")) {
+    for (const JsonValue& v : a->as_array()) r.reasons.push_back(v.as_string());
+  }
+  return r;
+}
+
+std::string frame_config(std::string_view config, std::uint64_t trace_id) {
+  return "\n    " + std::string(config) + "\n    REQUEST_TRACE_ID=" + std::to_string(trace_id) +
+         "\n";
+}
+
+// --- the registry -------------------------------------------------------------------------------
+
+ClientRegistry::ClientRegistry(std::chrono::milliseconds client_timeout)
+    : client_timeout_(client_timeout) {}
+
+void ClientRegistry::forget_silent(Clock::time_point now) {
+  std::erase_if(clients_,
+                [&](const auto& kv) { return now - kv.second.last_seen > client_timeout_; });
+}
+
+std::optional<Message> ClientRegistry::on_message(const std::string& sender, const Message& message,
+                                                  std::optional<uid_t> uid, Clock::time_point now,
+                                                  std::string* error) {
+  const auto fail = [&](std::string why) -> std::optional<Message> {
+    if (error != nullptr) *error = std::move(why);
+    return std::nullopt;
+  };
+  if (sender.empty()) return fail("a \"" + message.type + "\" message from an unnamed socket");
+  std::string why;
+  std::lock_guard lock(mu_);
+  forget_silent(now);
+  if (message.type == "ctxt") {
+    const auto c = decode_context(message.payload, &why);
+    if (!c) return fail(why);
+    Client& client = clients_[sender];
+    client.uid = uid;
+    client.pid = c->pid;
+    client.job_id = c->jobid;
+    client.last_seen = now;
+    std::int32_t zero = 0;
+    return Message{"ctxt", std::string(reinterpret_cast<const char*>(&zero), sizeof zero)};
+  }
+  if (message.type == "req") {
+    auto r = decode_request(message.payload, &why);
+    if (!r) return fail(why);
+    Client& client = clients_[sender];
+    client.uid = uid;
+    client.job_id = r->jobid;
+    if (!r->pids.empty()) client.pid = r->pids.front();
+    client.pids = std::move(r->pids);
+    client.polled = true;
+    client.last_seen = now;
+    Message reply{"req", ""};
+    if (client.pending) {
+      reply.payload = frame_config(*client.pending, ++next_trace_);
+      client.pending.reset();
+    }
+    return reply;
+  }
+  return fail("unknown message type \"" + message.type + "\"");
+}
+
+TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t requester,
+                                          Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  forget_silent(now);
+  TraceResult result;
+  const bool all_pids = request.pids.empty() || std::find(request.pids.begin(), request.pids.end(),
+                                                          0) != request.pids.end();
+  std::vector<std::int32_t> found;    // requested pids seen in some client's list, any user
+  std::vector<std::int32_t> foreign;  // ... of a client of another user
+  std::size_t other_jobs = 0;
+  std::size_t polling = 0;
+  for (auto& [name, client] : clients_) {
+    if (!client.polled) continue;
+    ++polling;
+    bool pid_hit = all_pids;
+    for (const std::int32_t p : request.pids) {
+      if (p != 0 && std::find(client.pids.begin(), client.pids.end(), p) != client.pids.end()) {
+        pid_hit = true;
+        found.push_back(p);
+      }
+    }
+    if (!pid_hit) continue;
+    if (request.job_id != 0 && client.job_id != request.job_id) {
+      ++other_jobs;
+      continue;
+    }
+    if (!client.uid || *client.uid != requester) {
+      if (!all_pids) {
+        for (const std::int32_t p : request.pids) {
+          if (std::find(client.pids.begin(), client.pids.end(), p) != client.pids.end()) {
+            foreign.push_back(p);
+          }
+        }
+      } else {
+        foreign.push_back(client.pid);
+      }
+      continue;
+    }
+    result.matched.push_back(client.pid);
+    if (client.pending) {
+      ++result.busy;
+    } else if (static_cast<std::int64_t>(result.triggered.size()) < request.process_limit) {
+      client.pending = request.config;
+      result.triggered.push_back(client.pid);
+    }
+  }
+  std::sort(result.matched.begin(), result.matched.end());
+  std::sort(result.triggered.begin(), result.triggered.end());
+  if (!result.triggered.empty()) return result;
+
+  // Nothing triggered: say why, in words a user can act on.
+  auto& reasons = result.reasons;
+  if (polling == 0) {
+    reasons.push_back(
+        "no process is registered with the daemon (start it with KINETO_USE_DAEMON=1, and "
+        "point KINETO_IPC_SOCKET_DIR at the daemon's socket directory if it uses one)");
+    return result;
+  }
+  const auto contains = [](const std::vector<std::int32_t>& v, std::int32_t p) {
+    return std::find(v.begin(), v.end(), p) != v.end();
+  };
+  for (const std::int32_t p : request.pids) {
+    if (p == 0) continue;
+    if (!contains(found, p)) {
+      reasons.push_back("pid " + std::to_string(p) +
+                        " is not a registered process nor an ancestor of one");
+    } else if (contains(foreign, p)) {
+      reasons.push_back("pid " + std::to_string(p) +
+                        " belongs to another user's process; only your own can be traced");
+    }
+  }
+  if (all_pids && !foreign.empty()) {
+    reasons.push_back(std::to_string(foreign.size()) +
+                      " matching process(es) belong to another user; only your own can be traced");
+  }
+  if (other_jobs > 0) {
+    reasons.push_back(std::to_string(other_jobs) +
+                      " matching process(es) run under a job id other than " +
+                      std::to_string(request.job_id));
+  } else if (all_pids && request.job_id != 0 && result.matched.empty() && foreign.empty()) {
+    reasons.push_back("no registered process has job id " + std::to_string(request.job_id));
+  }
+  if (result.busy > 0) {
+    reasons.push_back(std::to_string(result.busy) +
+                      " matching process(es) have not yet fetched an earlier request");
+  }
+  if (!result.matched.empty() && result.busy == 0 && request.process_limit == 0) {
+    reasons.push_back("process_limit is 0");
+  }
+  return result;
+}
+
+std::size_t ClientRegistry::size(Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  forget_silent(now);
+  return clients_.size();
+}
+
+// --- loopback ownership -------------------------------------------------------------------------
+
+std::optional<uid_t> tcp_owner(std::string_view table, std::string_view local,
+                               std::string_view remote) {
+  std::istringstream in{std::string(table)};
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
+    std::istringstream f(line);
+    std::string sl, loc, rem, st, queues, timer, retr;
+    long long uid = -1;
+    if (!(f >> sl >> loc >> rem >> st >> queues >> timer >> retr >> uid)) continue;
+    if (loc == local && rem == remote && uid >= 0) return static_cast<uid_t>(uid);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::string proc_address(const sockaddr_in& a) {
+  // /proc/net/tcp prints the address as the 32-bit word in memory order, the port in host order.
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08X:%04X", static_cast<unsigned>(a.sin_addr.s_addr),
+                static_cast<unsigned>(ntohs(a.sin_port)));
+  return buf;
+}
+
+// The uid owning the other end of an accepted loopback connection. The peer's socket appears in
+// /proc/net/tcp with its local address = our peer address and its remote = our local address.
+std::optional<uid_t> requester_uid(int fd) {
+  sockaddr_in self{}, peer{};
+  socklen_t len = sizeof self;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0) return std::nullopt;
+  len = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return std::nullopt;
+  std::ifstream f("/proc/net/tcp");
+  const std::string table((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return tcp_owner(table, proc_address(peer), proc_address(self));
+}
+
+// Reads exactly `n` bytes or fails (peer closed, error, or `deadline` passed).
+bool read_exactly(int fd, char* out, std::size_t n,
+                  std::chrono::steady_clock::time_point deadline) {
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t got = ::recv(fd, out, n, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string framed(std::string_view json) {
+  const auto size = static_cast<std::int32_t>(json.size());
+  std::string out(reinterpret_cast<const char*>(&size), sizeof size);
+  out.append(json);
+  return out;
+}
+
+std::string error_json(std::string_view message) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("error");
+  w.string(message);
+  w.end_object();
+  return w.str();
+}
+
+}  // namespace
+
+// --- the transport ------------------------------------------------------------------------------
+
+Daemon::Daemon(DaemonOptions options)
+    : options_(std::move(options)),
+      registry_(options_.client_timeout),
+      endpoint_(options_.ipc_name, options_.socket_dir) {
+  if (options_.port < 0 || options_.port > 65535) {
+    throw Error("daemon port must be 0 (ephemeral) to 65535, got " + std::to_string(options_.port));
+  }
+  endpoint_.enable_credentials();
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0)
+    throw Error(std::string("cannot create a TCP socket: ") + std::strerror(errno));
+  const int on = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // loopback only: the request is unauthenticated
+  a.sin_port = htons(static_cast<std::uint16_t>(options_.port));
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listen_fd_, 16) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(listen_fd_);
+    throw Error("cannot listen on 127.0.0.1:" + std::to_string(options_.port) + ": " + why);
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  ipc_thread_ = std::thread([this] { serve_ipc(); });
+  tcp_thread_ = std::thread([this] { serve_tcp(); });
+}
+
+Daemon::~Daemon() {
+  stop();
+  ::close(listen_fd_);
+}
+
+void Daemon::stop() {
+  stopping_.store(true);
+  if (ipc_thread_.joinable()) ipc_thread_.join();
+  if (tcp_thread_.joinable()) tcp_thread_.join();
+}
+
+void Daemon::log(std::string_view line) {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "opscope daemon: %.*s\n", static_cast<int>(line.size()), line.data());
+  }
+}
+
+// At most 10 lines a minute, so a flood of garbage cannot fill the log.
+void Daemon::log_malformed(const std::string& what) {
+  std::lock_guard lock(log_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - log_window_ > std::chrono::minutes(1)) {
+    if (suppressed_ > 0) log(std::to_string(suppressed_) + " more malformed messages were dropped");
+    log_window_ = now;
+    logged_in_window_ = 0;
+    suppressed_ = 0;
+  }
+  if (logged_in_window_ < 10) {
+    ++logged_in_window_;
+    log("dropped: " + what);
+  } else {
+    ++suppressed_;
+  }
+}
+
+void Daemon::serve_ipc() {
+  while (!stopping_.load()) {
+    std::optional<Received> r;
+    try {
+      r = endpoint_.receive(std::chrono::milliseconds(100));
+    } catch (const std::exception& e) {
+      log_malformed(e.what());
+      continue;
+    }
+    if (!r) continue;
+    if (!r->message) {
+      log_malformed("a datagram from '" + r->sender + "': " + r->error);
+      continue;
+    }
+    std::string error;
+    const auto reply =
+        registry_.on_message(r->sender, *r->message, r->uid, ClientRegistry::Clock::now(), &error);
+    if (!reply) {
+      log_malformed("a datagram from '" + r->sender + "': " + error);
+      continue;
+    }
+    if (!endpoint_.send(r->sender, reply->type, reply->payload, &error)) log_malformed(error);
+  }
+}
+
+void Daemon::serve_tcp() {
+  while (!stopping_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    serve_connection(fd);
+    ::close(fd);
+  }
+}
+
+// One request per connection, read under a deadline so a silent or slow peer cannot hold the
+// daemon for longer than `read_timeout`.
+void Daemon::serve_connection(int fd) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+  std::int32_t size = 0;
+  if (!read_exactly(fd, reinterpret_cast<char*>(&size), sizeof size, deadline)) {
+    log_malformed("a TCP request without its 4-byte length");
+    return;
+  }
+  if (size <= 0 || size > kMaxTcpMessage) {
+    log_malformed("a TCP request of " + std::to_string(size) + " bytes");
+    write_all(fd, framed(error_json("a request must be 1 to " + std::to_string(kMaxTcpMessage) +
+                                    " bytes, the length prefix says " + std::to_string(size))));
+    return;
+  }
+  std::string json(static_cast<std::size_t>(size), '\0');
+  if (!read_exactly(fd, json.data(), json.size(), deadline)) {
+    log_malformed("a TCP request cut short (" + std::to_string(size) + " bytes announced)");
+    return;
+  }
+  write_all(fd, framed(handle_request(json, requester_uid(fd))));
+}
+
+std::string Daemon::handle_request(std::string_view json, std::optional<uid_t> requester) {
+  using Handler = std::function<std::string(const JsonValue&, std::string_view)>;
+  // Dispatch by "fn" through a table (dynolog's own requests that opscope serves).
+  const std::unordered_map<std::string, Handler> handlers = {
+      {std::string(kTraceFn),
+       [&](const JsonValue&, std::string_view text) {
+         if (!requester) {
+           return error_json(
+               "cannot tell which user sent the request (no /proc/net/tcp entry), so it is "
+               "refused");
+         }
+         const TraceRequest request = parse_trace_request(text);
+         return trace_result_json(
+             registry_.request_trace(request, *requester, ClientRegistry::Clock::now()));
+       }},
+      {"getStatus",
+       [](const JsonValue&, std::string_view) { return std::string(R"({"status":1})"); }},
+  };
+  try {
+    const JsonValue doc = internal::parse_json(json);
+    const JsonValue* fn = doc.find("fn");
+    if (fn == nullptr || fn->type() != JsonValue::Type::kString) {
+      return error_json("the request has no \"fn\" string");
+    }
+    const auto it = handlers.find(fn->as_string());
+    if (it == handlers.end()) {
+      return error_json("unknown fn \"" + fn->as_string() + "\"; this daemon serves \"" +
+                        std::string(kTraceFn) + "\" and \"getStatus\"");
+    }
+    return it->second(doc, json);
+  } catch (const std::exception& e) {
+    log_malformed(std::string("a TCP request: ") + e.what());
+    return error_json(e.what());
+  }
+}
+
+std::string tcp_request(int port, std::string_view json, std::chrono::milliseconds timeout) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("cannot create a TCP socket: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    throw Error("cannot reach the daemon at 127.0.0.1:" + std::to_string(port) + ": " +
+                std::strerror(errno) + " (is `opscope daemon` or dynolog running?)");
+  }
+  if (!write_all(fd, framed(json))) {
+    throw Error("cannot send the request to the daemon: " + std::string(std::strerror(errno)));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::int32_t size = 0;
+  if (!read_exactly(fd, reinterpret_cast<char*>(&size), sizeof size, deadline) || size < 0 ||
+      size > kMaxTcpMessage) {
+    throw Error("the daemon at 127.0.0.1:" + std::to_string(port) + " gave no valid answer");
+  }
+  std::string answer(static_cast<std::size_t>(size), '\0');
+  if (!read_exactly(fd, answer.data(), answer.size(), deadline)) {
+    throw Error("the daemon's answer was cut short");
+  }
+  return answer;
+}
+
+}  // namespace opscope::ondemand

@@ -1,0 +1,182 @@
+// The on-demand daemon: dynolog's IPC service for traced processes plus its TCP trace request.
+//
+// Logic and transport are separate, as dynolog's ServiceHandler is from its server:
+// `ClientRegistry` knows the traced processes and answers their datagrams and the trace
+// requests without touching a socket (tests drive it with a fake clock and fake uids);
+// `Daemon` is the thin transport: an IPC endpoint thread and a loopback TCP thread that feed it.
+//
+//   opscope::ondemand::DaemonOptions options;
+//   options.port = 0;                       // ephemeral; daemon.port() says which
+//   opscope::ondemand::Daemon daemon(options);
+//   ...                                     // clients register, `opscope trace` asks
+//   daemon.stop();                          // also done by the destructor
+//
+// Semantics, after dynolog's IPCMonitor and LibkinetoConfigManager (DESIGN.md):
+// - A client is known by its IPC endpoint name. "ctxt" {gpu, pid, jobid} registers it and is
+//   answered "ctxt" + int32 0. "req" {type, n, jobid, pids[n]} is a poll: it records the pid list
+//   (the process and its ancestors, nearest first) and the job id, and only from then on does the
+//   client count for a trace request. A client silent for longer than `client_timeout`
+//   (60 s) is forgotten.
+// - The reply to "req" is the pending config, once, framed as dynolog frames it:
+//   "\n    <config>\n    REQUEST_TRACE_ID=<hash>\n"; otherwise an empty "req".
+//   The request's `type` (events/activities bits) is not looked at: opscope has one kind of
+//   trace, and libkineto asks for activities.
+// - A trace request matches a client when its job id matches (job_id 0 means any job: dynolog
+//   keys its table by job id and processes without a job register as job 0, so with opscope a
+//   plain `--pid` request finds a process whatever its job) and the request's pids are empty or
+//   [0] (all such processes) or one of them is the client's pid or one of its ancestors (so a
+//   launcher's pid reaches its workers).
+// - Same user only: a client's uid comes from the datagram's credentials (SO_PASSCRED); a
+//   request matches only clients of the requester's uid. A client without credentials never
+//   matches.
+// - Matched clients are all listed in processesMatched. A client with a config not yet
+//   delivered counts as busy; the others are triggered, up to `process_limit`.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "ondemand/ipc.h"
+
+namespace opscope::ondemand {
+
+inline constexpr int kDefaultDaemonPort = 1778;  // dynolog's
+inline constexpr std::int64_t kDefaultProcessLimit = 1000;
+// The largest TCP request accepted (a config is a few hundred bytes).
+inline constexpr std::int32_t kMaxTcpMessage = 1 << 20;
+inline constexpr std::string_view kTraceFn = "setKinetOnDemandRequest";
+
+// dynolog's TCP trace request. parse_trace_request throws opscope::Error naming the field
+// that is missing or ill-typed.
+struct TraceRequest {
+  std::string config;  // KEY=VALUE lines
+  std::int64_t job_id = 0;
+  std::vector<std::int32_t> pids;  // empty or [0]: every process of the job
+  std::int64_t process_limit = kDefaultProcessLimit;
+};
+TraceRequest parse_trace_request(std::string_view json);
+std::string trace_request_json(const TraceRequest& request);
+
+// The answer. `reasons` is opscope's own field ("opscopeReasons"), set when nothing was
+// triggered, that dynolog's clients ignore.
+struct TraceResult {
+  std::int64_t busy = 0;
+  std::vector<std::int32_t> triggered;
+  std::vector<std::int32_t> matched;
+  std::vector<std::string> reasons;
+};
+std::string trace_result_json(const TraceResult& result);
+// Reads an answer back (for the CLI). Throws opscope::Error, with the daemon's message when
+// the answer is {"error": ...}.
+TraceResult parse_trace_result(std::string_view json);
+
+// The frame around a delivered config.
+std::string frame_config(std::string_view config, std::uint64_t trace_id);
+
+// Who is registered, and what each gets at its next poll. Thread-safe (one mutex).
+class ClientRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit ClientRegistry(std::chrono::milliseconds client_timeout = std::chrono::seconds(60));
+
+  // One well-formed message from endpoint `sender` whose credentials said `uid`. Returns the
+  // reply to send back, or nullopt (unknown type, malformed payload: `error` says why).
+  std::optional<Message> on_message(const std::string& sender, const Message& message,
+                                    std::optional<uid_t> uid, Clock::time_point now,
+                                    std::string* error);
+
+  // Handles one trace request from a user with uid `requester`.
+  TraceResult request_trace(const TraceRequest& request, uid_t requester, Clock::time_point now);
+
+  // Clients not forgotten (registered or polling).
+  std::size_t size(Clock::time_point now);
+
+ private:
+  struct Client {
+    std::optional<uid_t> uid;
+    std::int32_t pid = 0;
+    std::int64_t job_id = 0;
+    std::vector<std::int32_t> pids;  // the process, then its ancestors
+    bool polled = false;
+    Clock::time_point last_seen;
+    std::optional<std::string> pending;  // config to deliver at the next poll
+  };
+  void forget_silent(Clock::time_point now);
+
+  std::mutex mu_;
+  std::chrono::milliseconds client_timeout_;
+  std::map<std::string, Client> clients_;  // by endpoint name
+  std::uint64_t next_trace_ = 0;
+};
+
+// The owner of a loopback TCP connection: the uid column of the /proc/net/tcp line (given as
+// `table`) whose local address is `local` and whose remote address is `remote`, each as written
+// there ("0100007F:A1B2"). nullopt when no line matches.
+std::optional<uid_t> tcp_owner(std::string_view table, std::string_view local,
+                               std::string_view remote);
+
+struct DaemonOptions {
+  std::string ipc_name = std::string(kDaemonEndpoint);
+  std::string socket_dir;         // "" = KINETO_IPC_SOCKET_DIR or the abstract namespace
+  int port = kDefaultDaemonPort;  // 0 = ephemeral
+  std::chrono::milliseconds client_timeout = std::chrono::seconds(60);
+  std::chrono::milliseconds read_timeout = std::chrono::seconds(2);  // per TCP request
+  // Where log lines go (one line, no newline); stderr when empty.
+  std::function<void(std::string_view)> log;
+};
+
+// The transport: binds the IPC endpoint and 127.0.0.1:port, then serves both from two threads
+// until stop(). The constructor throws opscope::Error when either cannot be bound.
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  int port() const { return port_; }
+  ClientRegistry& registry() { return registry_; }
+  void stop();
+
+  // One TCP request's answer (dispatch by "fn" through a table); never throws.
+  std::string handle_request(std::string_view json, std::optional<uid_t> requester);
+
+ private:
+  void serve_ipc();
+  void serve_tcp();
+  void serve_connection(int fd);
+  void log_malformed(const std::string& what);
+  void log(std::string_view line);
+
+  DaemonOptions options_;
+  ClientRegistry registry_;
+  Endpoint endpoint_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::mutex log_mu_;
+  std::chrono::steady_clock::time_point log_window_{};
+  int logged_in_window_ = 0;
+  int suppressed_ = 0;
+  std::thread ipc_thread_;
+  std::thread tcp_thread_;
+};
+
+// Sends one framed request to 127.0.0.1:port and returns the answer's JSON. Throws
+// opscope::Error when the daemon cannot be reached or the answer is cut short.
+std::string tcp_request(int port, std::string_view json,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace opscope::ondemand
