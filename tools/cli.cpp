@@ -1,0 +1,401 @@
+#include "cli.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "ondemand/daemon.h"
+
+namespace opscope::cli {
+
+namespace fs = std::filesystem;
+
+std::string main_help() {
+  return R"(usage: opscope <command> [flags]
+
+On-demand tracing of running processes, compatible with dynolog: a process started with
+KINETO_USE_DAEMON=1 registers with the daemon; `opscope trace` asks the daemon to make it
+record a trace.
+
+commands:
+  daemon    serve traced processes (IPC) and trace requests (TCP on 127.0.0.1)
+  trace     ask the daemon to trace processes by pid or job id
+
+Run `opscope <command> --help` for the flags of each command.
+)";
+}
+
+std::string daemon_help() {
+  return R"(usage: opscope daemon [--ipc-name NAME] [--port P] [--socket-dir DIR]
+
+Runs the on-demand daemon in the foreground until SIGINT or SIGTERM. Only one daemon (opscope's
+or dynolog) can serve a machine's endpoint and port at a time.
+
+  --ipc-name NAME    the IPC endpoint traced processes send to (default: dynolog)
+  --port P           TCP port on 127.0.0.1 for trace requests, 0 to 65535; 0 picks a free one
+                     and prints it (default: 1778, dynolog's)
+  --socket-dir DIR   use socket files in DIR instead of the abstract namespace; traced
+                     processes must then have KINETO_IPC_SOCKET_DIR=DIR (default: the value of
+                     KINETO_IPC_SOCKET_DIR, else the abstract namespace)
+  --help             this text
+)";
+}
+
+std::string trace_help() {
+  return R"(usage: opscope trace (--pid P... | --job-id J)
+                    (--duration-ms N | --iterations N [--start-iteration N] [--roundup N])
+                    --log-file PATH [flags]
+
+Asks the daemon to trace processes of yours that run with KINETO_USE_DAEMON=1. Each traced
+process writes <dir>/<stem>_<pid>.json (for --log-file /tmp/t.json: /tmp/t_<pid>.json).
+
+which processes (one of):
+  --pid P            a process id, or the id of an ancestor (a launcher's pid reaches its
+                     workers); repeat the flag or give a comma list for several
+  --job-id J         every process registered with job id J (0: every process, any job)
+
+how long (one of):
+  --duration-ms N    record for N milliseconds (N >= 1)
+  --iterations N     record N steps (step() calls), N >= 1
+  --start-iteration N  with --iterations: start at step N (N >= 0)
+  --roundup N        with --iterations: start at the next step that is a multiple of N (N >= 1)
+
+what:
+  --log-file PATH    the trace file name (required; a relative path is made absolute here)
+  --record-shapes    record input shapes (PROFILE_REPORT_INPUT_SHAPES)
+  --profile-memory   record allocations (PROFILE_PROFILE_MEMORY)
+  --with-stack       record native stacks (PROFILE_WITH_STACK)
+  --with-flops       estimate FLOPs (PROFILE_WITH_FLOPS)
+  --with-modules     record module paths (PROFILE_WITH_MODULES)
+  --start-time-ms T  start at Unix time T in milliseconds (PROFILE_START_TIME)
+
+daemon and waiting:
+  --process-limit N  trigger at most N processes, N >= 1 (default: 1000)
+  --port P           the daemon's TCP port on 127.0.0.1, 1 to 65535 (default: 1778)
+  --wait             wait for the trace files of the triggered processes and print their paths
+  --timeout-s S      with --wait: give up after S seconds, S >= 1 (default: 120)
+  --help             this text
+
+Exit code: 0 when processes were triggered (and with --wait, their files appeared), 1 when
+none matched, the daemon was unreachable or the wait timed out, 2 for a bad command line.
+)";
+}
+
+namespace {
+
+std::int64_t parse_int(const std::string& flag, const std::string& text, std::int64_t lo,
+                       std::int64_t hi, const std::string& allowed) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used, 10);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || v < lo || v > hi) {
+    throw UsageError(flag + " expects " + allowed + ", got '" + text + "'");
+  }
+  return v;
+}
+
+// Walks the arguments; "--flag value" and "--flag=value" are both accepted.
+class Args {
+ public:
+  Args(const std::vector<std::string>& args, std::size_t start) : args_(args), i_(start) {}
+  bool done() const { return i_ >= args_.size(); }
+  // The next flag; its inline value, if any, is kept for value().
+  std::string next_flag() {
+    std::string a = args_[i_++];
+    inline_.reset();
+    if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + a + "'");
+    if (const auto eq = a.find('='); eq != std::string::npos) {
+      inline_ = a.substr(eq + 1);
+      a.resize(eq);
+    }
+    return a;
+  }
+  std::string value(const std::string& flag) {
+    if (inline_) return *std::exchange(inline_, std::nullopt);
+    if (i_ >= args_.size()) throw UsageError(flag + " needs a value");
+    return args_[i_++];
+  }
+  void no_value(const std::string& flag) {
+    if (inline_) throw UsageError(flag + " takes no value, got '" + *inline_ + "'");
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t i_;
+  std::optional<std::string> inline_;
+};
+
+constexpr std::int64_t kMaxInt = INT32_MAX;
+
+DaemonArgs parse_daemon(Args& a) {
+  DaemonArgs d;
+  while (!a.done()) {
+    const std::string f = a.next_flag();
+    if (f == "--ipc-name") {
+      d.ipc_name = a.value(f);
+      if (d.ipc_name.empty() || d.ipc_name.size() > 100) {
+        throw UsageError("--ipc-name expects a name of 1 to 100 characters");
+      }
+    } else if (f == "--port") {
+      d.port = static_cast<int>(parse_int(f, a.value(f), 0, 65535, "a port from 0 to 65535"));
+    } else if (f == "--socket-dir") {
+      d.socket_dir = a.value(f);
+      if (d.socket_dir.empty()) throw UsageError("--socket-dir expects a directory");
+    } else {
+      throw UsageError("unknown flag " + f +
+                       " for `opscope daemon`; allowed: --ipc-name, --port, --socket-dir, --help");
+    }
+  }
+  return d;
+}
+
+TraceArgs parse_trace(Args& a) {
+  TraceArgs t;
+  bool have_timeout = false;
+  while (!a.done()) {
+    const std::string f = a.next_flag();
+    const auto flag_on = [&](bool& b) {
+      a.no_value(f);
+      b = true;
+    };
+    if (f == "--pid") {
+      std::stringstream list(a.value(f));
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        t.pids.push_back(static_cast<std::int32_t>(
+            parse_int(f, item, 1, kMaxInt, "process ids from 1 to 2147483647")));
+      }
+    } else if (f == "--job-id") {
+      t.job_id = parse_int(f, a.value(f), 0, INT64_MAX, "a job id >= 0");
+    } else if (f == "--duration-ms") {
+      t.duration_ms = parse_int(f, a.value(f), 1, kMaxInt, "milliseconds >= 1");
+    } else if (f == "--iterations") {
+      t.iterations = parse_int(f, a.value(f), 1, kMaxInt, "a number of steps >= 1");
+    } else if (f == "--start-iteration") {
+      t.start_iteration = parse_int(f, a.value(f), 0, kMaxInt, "a step number >= 0");
+    } else if (f == "--roundup") {
+      t.roundup = parse_int(f, a.value(f), 1, kMaxInt, "a step multiple >= 1");
+    } else if (f == "--log-file") {
+      t.log_file = a.value(f);
+      if (t.log_file.empty()) throw UsageError("--log-file expects a file path");
+    } else if (f == "--record-shapes") {
+      flag_on(t.record_shapes);
+    } else if (f == "--profile-memory") {
+      flag_on(t.profile_memory);
+    } else if (f == "--with-stack") {
+      flag_on(t.with_stack);
+    } else if (f == "--with-flops") {
+      flag_on(t.with_flops);
+    } else if (f == "--with-modules") {
+      flag_on(t.with_modules);
+    } else if (f == "--start-time-ms") {
+      t.start_time_ms = parse_int(f, a.value(f), 0, INT64_MAX, "a Unix time in milliseconds");
+    } else if (f == "--process-limit") {
+      t.process_limit = parse_int(f, a.value(f), 1, kMaxInt, "a number of processes >= 1");
+    } else if (f == "--port") {
+      t.port = static_cast<int>(parse_int(f, a.value(f), 1, 65535, "a port from 1 to 65535"));
+    } else if (f == "--wait") {
+      flag_on(t.wait);
+    } else if (f == "--timeout-s") {
+      t.timeout_s = parse_int(f, a.value(f), 1, 24 * 3600, "seconds from 1 to 86400");
+      have_timeout = true;
+    } else {
+      throw UsageError("unknown flag " + f + " for `opscope trace`; see `opscope trace --help`");
+    }
+  }
+  if (t.pids.empty() == !t.job_id) {
+    throw UsageError("give exactly one of --pid and --job-id");
+  }
+  if (!t.duration_ms == !t.iterations) {
+    throw UsageError("give exactly one of --duration-ms and --iterations");
+  }
+  if ((t.start_iteration || t.roundup) && !t.iterations) {
+    throw UsageError("--start-iteration and --roundup need --iterations");
+  }
+  if (t.log_file.empty()) throw UsageError("--log-file is required");
+  if (have_timeout && !t.wait) throw UsageError("--timeout-s needs --wait");
+  t.log_file = fs::absolute(t.log_file).lexically_normal().string();
+  return t;
+}
+
+bool wants_help(const std::vector<std::string>& args, std::size_t start) {
+  for (std::size_t i = start; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Command parse(const std::vector<std::string>& args) {
+  Command c;
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    c.help = main_help();
+    return c;
+  }
+  Args a(args, 1);
+  if (args[0] == "daemon") {
+    if (wants_help(args, 1)) {
+      c.help = daemon_help();
+      return c;
+    }
+    c.kind = Command::Kind::kDaemon;
+    c.daemon = parse_daemon(a);
+  } else if (args[0] == "trace") {
+    if (wants_help(args, 1)) {
+      c.help = trace_help();
+      return c;
+    }
+    c.kind = Command::Kind::kTrace;
+    c.trace = parse_trace(a);
+  } else {
+    throw UsageError("unknown command '" + args[0] + "'; allowed: daemon, trace (see --help)");
+  }
+  return c;
+}
+
+std::string config_text(const TraceArgs& t) {
+  std::ostringstream c;
+  c << "ACTIVITIES_LOG_FILE=" << t.log_file << "\n";
+  if (t.start_time_ms) c << "PROFILE_START_TIME=" << *t.start_time_ms << "\n";
+  if (t.duration_ms) c << "ACTIVITIES_DURATION_MSECS=" << *t.duration_ms << "\n";
+  if (t.iterations) {
+    c << "ACTIVITIES_ITERATIONS=" << *t.iterations << "\n";
+    if (t.start_iteration) c << "PROFILE_START_ITERATION=" << *t.start_iteration << "\n";
+    if (t.roundup) c << "PROFILE_START_ITERATION_ROUNDUP=" << *t.roundup << "\n";
+  }
+  if (t.record_shapes) c << "PROFILE_REPORT_INPUT_SHAPES=true\n";
+  if (t.profile_memory) c << "PROFILE_PROFILE_MEMORY=true\n";
+  if (t.with_stack) c << "PROFILE_WITH_STACK=true\n";
+  if (t.with_flops) c << "PROFILE_WITH_FLOPS=true\n";
+  if (t.with_modules) c << "PROFILE_WITH_MODULES=true\n";
+  std::string s = c.str();
+  s.pop_back();  // dynolog's frame adds the line break after the config
+  return s;
+}
+
+std::string request_json(const TraceArgs& t) {
+  ondemand::TraceRequest r;
+  r.config = config_text(t);
+  r.job_id = t.job_id.value_or(0);
+  r.pids = t.pids.empty() ? std::vector<std::int32_t>{0} : t.pids;
+  r.process_limit = t.process_limit;
+  return ondemand::trace_request_json(r);
+}
+
+std::string trace_file_for(const std::string& log_file, std::int32_t pid) {
+  const fs::path p(log_file);
+  return (p.parent_path() / (p.stem().string() + "_" + std::to_string(pid) + ".json")).string();
+}
+
+int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {
+  ondemand::TraceResult result;
+  try {
+    result = ondemand::parse_trace_result(ondemand::tcp_request(t.port, request_json(t)));
+  } catch (const std::exception& e) {
+    err << "opscope trace: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  out << "matched " << result.matched.size() << " process(es), triggered "
+      << result.triggered.size();
+  if (result.busy > 0) out << ", " << result.busy << " busy with an earlier request";
+  out << "\n";
+  if (result.triggered.empty()) {
+    for (const std::string& r : result.reasons) err << "opscope trace: " << r << "\n";
+    if (result.reasons.empty()) err << "opscope trace: no process was triggered\n";
+    return kExitFailure;
+  }
+  for (const std::int32_t pid : result.triggered) {
+    out << "  pid " << pid << " -> " << trace_file_for(t.log_file, pid) << "\n";
+  }
+  if (!t.wait) return kExitOk;
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(t.timeout_s);
+  std::vector<std::int32_t> waiting = result.triggered;
+  while (!waiting.empty()) {
+    std::erase_if(waiting, [&](std::int32_t pid) {
+      const std::string f = trace_file_for(t.log_file, pid);
+      std::error_code ec;
+      if (!fs::exists(f, ec)) return false;
+      out << f << "\n" << std::flush;
+      return true;
+    });
+    if (waiting.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (const std::int32_t pid : waiting) {
+        err << "opscope trace: no trace from pid " << pid << " after " << t.timeout_s << " s ("
+            << trace_file_for(t.log_file, pid) << " does not exist)\n";
+      }
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return kExitOk;
+}
+
+int run_daemon(const DaemonArgs& d, std::ostream& out, std::ostream& err) {
+  // Block the stop signals before any thread starts, so that only sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  try {
+    ondemand::DaemonOptions options;
+    options.ipc_name = d.ipc_name;
+    options.port = d.port;
+    options.socket_dir = d.socket_dir;
+    ondemand::Daemon daemon(options);
+    const std::string dir = ondemand::socket_dir_or_env(d.socket_dir);
+    out << "opscope daemon: IPC endpoint '" << d.ipc_name << "'"
+        << (dir.empty() ? " (abstract namespace)" : " in " + dir)
+        << ", trace requests on 127.0.0.1:" << daemon.port() << "\n"
+        << std::flush;
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    daemon.stop();
+  } catch (const std::exception& e) {
+    err << "opscope daemon: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Command c;
+  try {
+    c = parse(args);
+  } catch (const UsageError& e) {
+    const bool trace = !args.empty() && args[0] == "trace";
+    err << "opscope" << (args.empty() ? "" : " " + args[0]) << ": " << e.what() << "\n"
+        << "Run `opscope "
+        << (trace                                 ? "trace "
+            : args.empty() || args[0] != "daemon" ? ""
+                                                  : "daemon ")
+        << "--help` for the flags.\n";
+    return kExitUsage;
+  }
+  switch (c.kind) {
+    case Command::Kind::kHelp:
+      out << c.help;
+      return kExitOk;
+    case Command::Kind::kDaemon:
+      return run_daemon(c.daemon, out, err);
+    case Command::Kind::kTrace:
+      return run_trace(c.trace, out, err);
+  }
+  return kExitFailure;
+}
+
+}  // namespace opscope::cli
