@@ -221,7 +221,7 @@ TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t req
     }
     if (!pid_hit) continue;
     if (request.job_id != 0 && client.job_id != request.job_id) {
-      ++other_jobs;
+      if (!all_pids) ++other_jobs;  // a pid that matched, but in another job
       continue;
     }
     if (!client.uid || *client.uid != requester) {

@@ -1,0 +1,253 @@
+// The `opscope` command line: parsing, help, errors, the config text, and the binary run as a
+// real process against an in-test daemon with a fake traced process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "export/json_reader.h"
+#include "ondemand/daemon.h"
+#include "support/test_support.h"
+
+namespace opscope::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    parse(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::vector<std::string> kBase = {"trace", "--pid",      "42",         "--duration-ms",
+                                        "500",   "--log-file", "/tmp/t.json"};
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  std::vector<std::string> a = kBase;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+TEST(OndemandCli, ParsesATraceRequestIntoDynologsConfigKeys) {
+  const Command c = parse({"trace",
+                           "--pid",
+                           "1,2",
+                           "--pid=3",
+                           "--iterations",
+                           "4",
+                           "--start-iteration",
+                           "10",
+                           "--roundup=5",
+                           "--log-file",
+                           "/tmp/a/t.json",
+                           "--record-shapes",
+                           "--profile-memory",
+                           "--with-stack",
+                           "--with-flops",
+                           "--with-modules",
+                           "--start-time-ms",
+                           "1700000000000",
+                           "--process-limit",
+                           "2",
+                           "--port",
+                           "1234",
+                           "--wait",
+                           "--timeout-s",
+                           "7"});
+  ASSERT_EQ(c.kind, Command::Kind::kTrace);
+  const TraceArgs& t = c.trace;
+  EXPECT_EQ(t.pids, (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(t.port, 1234);
+  EXPECT_TRUE(t.wait);
+  EXPECT_EQ(t.timeout_s, 7);
+  EXPECT_EQ(config_text(t),
+            "ACTIVITIES_LOG_FILE=/tmp/a/t.json\n"
+            "PROFILE_START_TIME=1700000000000\n"
+            "ACTIVITIES_ITERATIONS=4\n"
+            "PROFILE_START_ITERATION=10\n"
+            "PROFILE_START_ITERATION_ROUNDUP=5\n"
+            "PROFILE_REPORT_INPUT_SHAPES=true\n"
+            "PROFILE_PROFILE_MEMORY=true\n"
+            "PROFILE_WITH_STACK=true\n"
+            "PROFILE_WITH_FLOPS=true\n"
+            "PROFILE_WITH_MODULES=true");
+  const ondemand::TraceRequest r = ondemand::parse_trace_request(request_json(t));
+  EXPECT_EQ(r.pids, t.pids);
+  EXPECT_EQ(r.process_limit, 2);
+  EXPECT_EQ(r.job_id, 0);
+  EXPECT_EQ(r.config, config_text(t));
+  const internal::JsonValue doc = internal::parse_json(request_json(t));
+  EXPECT_EQ(doc.find("fn")->as_string(), "setKinetOnDemandRequest");
+
+  const Command j =
+      parse({"trace", "--job-id", "9", "--duration-ms", "100", "--log-file", "t.json"});
+  EXPECT_EQ(config_text(j.trace),
+            "ACTIVITIES_LOG_FILE=" + (std::filesystem::current_path() / "t.json").string() +
+                "\nACTIVITIES_DURATION_MSECS=100");
+  const ondemand::TraceRequest jr = ondemand::parse_trace_request(request_json(j.trace));
+  EXPECT_EQ(jr.job_id, 9);
+  EXPECT_EQ(jr.pids, std::vector<std::int32_t>{0});
+  EXPECT_EQ(jr.process_limit, 1000);
+
+  EXPECT_EQ(trace_file_for("/tmp/a/t.json", 77), "/tmp/a/t_77.json");
+  EXPECT_EQ(trace_file_for("/tmp/a/trace", 77), "/tmp/a/trace_77.json");
+
+  const Command d = parse({"daemon", "--ipc-name", "x", "--port", "0", "--socket-dir", "/tmp"});
+  ASSERT_EQ(d.kind, Command::Kind::kDaemon);
+  EXPECT_EQ(d.daemon.ipc_name, "x");
+  EXPECT_EQ(d.daemon.port, 0);
+  EXPECT_EQ(d.daemon.socket_dir, "/tmp");
+}
+
+TEST(OndemandCli, BadFlagsNameTheFlagAndWhatIsAllowed) {
+  const auto has = [](const std::string& msg, const std::string& needle) {
+    return msg.find(needle) != std::string::npos;
+  };
+  EXPECT_TRUE(has(usage_error(with({"--bogus"})), "unknown flag --bogus")) << "";
+  EXPECT_TRUE(has(usage_error({"trace", "--pid", "x"}), "--pid expects process ids"));
+  EXPECT_TRUE(has(usage_error({"trace", "--pid", "0"}), "--pid expects"));
+  EXPECT_TRUE(has(usage_error({"trace", "--pid"}), "--pid needs a value"));
+  EXPECT_TRUE(has(usage_error(with({"--job-id", "3"})), "exactly one of --pid and --job-id"));
+  EXPECT_TRUE(has(usage_error({"trace", "--duration-ms", "5", "--log-file", "/t"}),
+                  "exactly one of --pid and --job-id"));
+  EXPECT_TRUE(has(usage_error(with({"--iterations", "3"})),
+                  "exactly one of --duration-ms and --iterations"));
+  EXPECT_TRUE(has(usage_error(with({"--roundup", "3"})), "need --iterations"));
+  EXPECT_TRUE(has(usage_error(with({"--timeout-s", "3"})), "--timeout-s needs --wait"));
+  EXPECT_TRUE(has(usage_error(with({"--wait", "--timeout-s", "0"})), "--timeout-s expects"));
+  EXPECT_TRUE(has(usage_error(with({"--with-stack=yes"})), "--with-stack takes no value"));
+  EXPECT_TRUE(has(usage_error(with({"--port", "70000"})), "--port expects a port from 1 to 65535"));
+  EXPECT_TRUE(has(usage_error(with({"--duration-ms", "-1"})), "--duration-ms expects"));
+  EXPECT_TRUE(
+      has(usage_error({"trace", "--pid", "1", "--duration-ms", "5"}), "--log-file is required"));
+  EXPECT_TRUE(has(usage_error({"daemon", "--port", "-1"}), "--port expects a port from 0"));
+  EXPECT_TRUE(has(usage_error({"daemon", "--pid", "1"}), "unknown flag --pid"));
+  EXPECT_TRUE(has(usage_error({"frobnicate"}), "unknown command 'frobnicate'"));
+  EXPECT_TRUE(has(usage_error(with({"stray"})), "unexpected argument 'stray'"));
+
+  std::ostringstream out, err;
+  EXPECT_EQ(run(with({"--bogus"}), out, err), kExitUsage);
+  EXPECT_NE(err.str().find("unknown flag --bogus"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("opscope trace --help"), std::string::npos) << err.str();
+}
+
+TEST(OndemandCli, HelpExplainsEveryFlag) {
+  for (const char* flag :
+       {"--pid", "--job-id", "--duration-ms", "--iterations", "--start-iteration", "--roundup",
+        "--log-file", "--record-shapes", "--profile-memory", "--with-stack", "--with-flops",
+        "--with-modules", "--start-time-ms", "--process-limit", "--port", "--wait",
+        "--timeout-s"}) {
+    EXPECT_NE(trace_help().find(std::string("  ") + flag + " "), std::string::npos) << flag;
+  }
+  for (const char* flag : {"--ipc-name", "--port", "--socket-dir"}) {
+    EXPECT_NE(daemon_help().find(std::string("  ") + flag + " "), std::string::npos) << flag;
+  }
+  EXPECT_EQ(parse({"trace", "--help"}).help, trace_help());
+  EXPECT_EQ(parse({"trace", "--pid", "x", "--help"}).help, trace_help());
+  EXPECT_EQ(parse({"daemon", "-h"}).help, daemon_help());
+  EXPECT_EQ(parse({}).help, main_help());
+  std::ostringstream out, err;
+  EXPECT_EQ(run({"--help"}, out, err), kExitOk);
+  EXPECT_NE(out.str().find("daemon"), std::string::npos);
+}
+
+TEST(OndemandCli, SaysWhyNothingMatched) {
+  ondemand::DaemonOptions o;
+  o.ipc_name = "opscope-test-cli-empty-" + std::to_string(::getpid());
+  o.port = 0;
+  o.log = [](std::string_view) {};
+  ondemand::Daemon daemon(o);
+  std::ostringstream out, err;
+  EXPECT_EQ(run(with({"--port", std::to_string(daemon.port())}), out, err), kExitFailure);
+  EXPECT_NE(out.str().find("matched 0 process(es)"), std::string::npos) << out.str();
+  EXPECT_NE(err.str().find("no process is registered"), std::string::npos) << err.str();
+}
+
+// Runs a command line in a shell; returns its exit code and its stdout+stderr.
+std::pair<int, std::string> shell(const std::string& command) {
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(OndemandCli, TheBinaryTracesAFakeProcessAndWaitsForItsFile) {
+  testing::TempDir dir;
+  ondemand::DaemonOptions o;
+  o.ipc_name = "opscope-test-cli-daemon-" + std::to_string(::getpid());
+  o.port = 0;
+  o.log = [](std::string_view) {};
+  ondemand::Daemon daemon(o);
+
+  // A fake traced process: polls like libkineto and, given a config, writes the trace file
+  // the way a client would (<stem>_<pid>.json).
+  const std::int32_t fake_pid = ::getpid();
+  std::atomic<bool> stop{false};
+  std::string received;
+  std::thread client([&] {
+    ondemand::Endpoint e("opscope-test-cli-client-" + std::to_string(::getpid()));
+    const std::vector<std::int32_t> pids = {fake_pid, 1};
+    while (!stop.load()) {
+      e.send(o.ipc_name, "req", ondemand::encode_request(0, pids));
+      const auto r = e.receive(1s);
+      if (r && r->message && !r->message->payload.empty()) {
+        received = r->message->payload;
+        std::ofstream(dir.file("t_" + std::to_string(fake_pid) + ".json")) << "{}";
+        return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  while (daemon.registry().size(ondemand::ClientRegistry::Clock::now()) == 0) {
+    std::this_thread::sleep_for(10ms);
+  }
+
+  const auto [code, output] =
+      shell(std::string(OPSCOPE_CLI) + " trace --pid " + std::to_string(fake_pid) +
+            " --duration-ms 50 --record-shapes --log-file " + dir.file("t.json") + " --port " +
+            std::to_string(daemon.port()) + " --wait --timeout-s 20");
+  stop = true;
+  client.join();
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("matched 1 process(es), triggered 1"), std::string::npos) << output;
+  EXPECT_NE(output.find("\n" + dir.file("t_" + std::to_string(fake_pid) + ".json") + "\n"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(received.find("ACTIVITIES_LOG_FILE=" + dir.file("t.json") + "\n"), std::string::npos)
+      << received;
+  EXPECT_NE(received.find("PROFILE_REPORT_INPUT_SHAPES=true"), std::string::npos) << received;
+
+  const auto [bad, message] = shell(std::string(OPSCOPE_CLI) + " trace --pid 1 --frob");
+  EXPECT_EQ(bad, 2) << message;
+  EXPECT_NE(message.find("unknown flag --frob"), std::string::npos) << message;
+  const auto [unreachable, why] =
+      shell(std::string(OPSCOPE_CLI) + " trace --pid 1 --duration-ms 5 --log-file /tmp/x.json" +
+            " --port " + std::to_string(daemon.port() == 65535 ? 65534 : daemon.port() + 1));
+  EXPECT_EQ(unreachable, 1) << why;
+}
+
+TEST(OndemandCli, TheDaemonSubcommandRunsUntilSigterm) {
+  const std::string name = "opscope-test-cli-sub-" + std::to_string(::getpid());
+  const auto [code, output] = shell(std::string(OPSCOPE_CLI) + " daemon --port 0 --ipc-name " +
+                                    name + " & pid=$!; sleep 1; kill -TERM $pid; wait $pid");
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("IPC endpoint '" + name + "'"), std::string::npos) << output;
+  EXPECT_NE(output.find("trace requests on 127.0.0.1:"), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace opscope::cli
