@@ -54,7 +54,8 @@ std::string trace_help() {
                     --log-file PATH [flags]
 
 Asks the daemon to trace processes of yours that run with KINETO_USE_DAEMON=1. Each traced
-process writes <dir>/<stem>_<pid>.json (for --log-file /tmp/t.json: /tmp/t_<pid>.json).
+process writes its own file, _<pid> inserted before the extension (for --log-file
+/tmp/t.json: /tmp/t_<pid>.json; for /tmp/t.json.gz: /tmp/t_<pid>.json.gz, gzipped).
 
 which processes (one of):
   --pid P            a process id, or the id of an ancestor (a launcher's pid reaches its
@@ -68,7 +69,9 @@ how long (one of):
   --roundup N        with --iterations: start at the next step that is a multiple of N (N >= 1)
 
 what:
-  --log-file PATH    the trace file name (required; a relative path is made absolute here)
+  --log-file PATH    the trace file name (required; a relative path is made absolute here).
+                     The traced process writes only under /tmp, or under the directory its
+                     OPSCOPE_ONDEMAND_TRACE_DIR names
   --record-shapes    record input shapes (PROFILE_REPORT_INPUT_SHAPES)
   --profile-memory   record allocations (PROFILE_PROFILE_MEMORY)
   --with-stack       record native stacks (PROFILE_WITH_STACK)
@@ -294,9 +297,20 @@ std::string request_json(const TraceArgs& t) {
   return ondemand::trace_request_json(r);
 }
 
+// dynolog's rule, as the traced process applies it (ondemand::output_path_for): "_<pid>" goes
+// before the extension, ".json.gz" kept whole; a name without an extension gets "_<pid>.json".
 std::string trace_file_for(const std::string& log_file, std::int32_t pid) {
-  const fs::path p(log_file);
-  return (p.parent_path() / (p.stem().string() + "_" + std::to_string(pid) + ".json")).string();
+  const std::string suffix = "_" + std::to_string(pid);
+  std::string path = log_file;
+  const std::size_t slash = path.rfind('/');
+  const std::size_t name_at = slash == std::string::npos ? 0 : slash + 1;
+  constexpr std::string_view kGz = ".json.gz";
+  if (path.size() >= name_at + kGz.size() + 1 && path.ends_with(kGz)) {
+    return path.insert(path.size() - kGz.size(), suffix);
+  }
+  const std::size_t dot = path.rfind('.');
+  if (dot == std::string::npos || dot <= name_at) return path + suffix + ".json";
+  return path.insert(dot, suffix);
 }
 
 int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {
@@ -337,6 +351,9 @@ int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {
         err << "opscope trace: no trace from pid " << pid << " after " << t.timeout_s << " s ("
             << trace_file_for(t.log_file, pid) << " does not exist)\n";
       }
+      err << "opscope trace: a traced process writes only under /tmp unless its "
+             "OPSCOPE_ONDEMAND_TRACE_DIR allows another directory, and says on its stderr why "
+             "it refused a request\n";
       return kExitFailure;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -75,7 +75,7 @@ std::string trace_help();
 std::string config_text(const TraceArgs& args);
 // The dynolog TCP request for `args`.
 std::string request_json(const TraceArgs& args);
-// Where the process `pid` writes its trace: <dir>/<stem>_<pid>.json (dynolog's naming).
+// Where the process `pid` writes its trace: "_<pid>" before the extension (dynolog's naming).
 std::string trace_file_for(const std::string& log_file, std::int32_t pid);
 
 // Runs a trace request; prints to `out`/`err`; returns the exit code.

@@ -102,6 +102,8 @@ TEST(OndemandCli, ParsesATraceRequestIntoDynologsConfigKeys) {
 
   EXPECT_EQ(trace_file_for("/tmp/a/t.json", 77), "/tmp/a/t_77.json");
   EXPECT_EQ(trace_file_for("/tmp/a/trace", 77), "/tmp/a/trace_77.json");
+  EXPECT_EQ(trace_file_for("/tmp/a/t.json.gz", 77), "/tmp/a/t_77.json.gz");
+  EXPECT_EQ(trace_file_for("/tmp/a.b/trace", 77), "/tmp/a.b/trace_77.json");
 
   const Command d = parse({"daemon", "--ipc-name", "x", "--port", "0", "--socket-dir", "/tmp"});
   ASSERT_EQ(d.kind, Command::Kind::kDaemon);
