@@ -1,0 +1,87 @@
+// The config text an on-demand daemon sends, parsed into what the traced process should do.
+//
+// dynolog delivers a Kineto config: KEY=VALUE lines, framed as
+// "\n    <config>\n    REQUEST_TRACE_ID=<hash>\n". parse_capture_config() turns it into a
+// CaptureRequest or a reason it is refused; it touches no global state (the pid, the allowed
+// directory and the current time are arguments), so tests can drive every rule.
+//
+//   auto parsed = opscope::ondemand::parse_capture_config(text, ::getpid(), allowed_trace_dir());
+//   if (!parsed.request) warn(parsed.error);
+//   for (const auto& w : parsed.warnings) warn(w);
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace opscope::ondemand {
+
+// Kineto's default ACTIVITIES_LOG_FILE.
+inline constexpr std::string_view kDefaultLogFile = "/tmp/libkineto_activities.json";
+// The directory traces may be written under unless OPSCOPE_ONDEMAND_TRACE_DIR says otherwise.
+inline constexpr std::string_view kDefaultTraceDir = "/tmp";
+
+// Values reach logs and tests only; never reuse one.
+enum class CaptureKind : std::uint8_t {
+  kDuration = 0,    // ACTIVITIES_DURATION_MSECS, from PROFILE_START_TIME (or now)
+  kIterations = 1,  // ACTIVITIES_ITERATIONS, counted by ondemand::step()
+};
+
+struct CaptureRequest {
+  CaptureKind kind = CaptureKind::kDuration;
+  std::int64_t duration_ms = 0;      // kDuration: > 0
+  std::int64_t start_time_ms = 0;    // kDuration: wall-clock ms since the Unix epoch; 0: now
+  std::int64_t iterations = 0;       // kIterations: > 0
+  std::int64_t start_iteration = 0;  // kIterations: the first step counted (at least this)
+  std::int64_t start_iteration_roundup = 0;  // kIterations: start on a multiple of it; 0/1: off
+  // Lenses (PROFILE_REPORT_INPUT_SHAPES, PROFILE_PROFILE_MEMORY, PROFILE_WITH_STACK,
+  // PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES).
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = false;
+  bool with_flops = false;
+  bool with_modules = false;
+  std::string log_file;     // ACTIVITIES_LOG_FILE as given (kDefaultLogFile when absent)
+  std::string output_path;  // where the trace goes: see output_path_for()
+  std::string trace_id;     // REQUEST_TRACE_ID, empty when absent
+};
+
+struct ParsedConfig {
+  std::optional<CaptureRequest> request;  // nullopt: refused, `error` says why
+  std::string error;                      // names the key and the value at fault
+  std::vector<std::string> warnings;      // unknown keys, lines without '=' (ignored)
+};
+
+// Parses one config. Whitespace around lines, keys and values is trimmed; empty lines and
+// lines starting with '#' are ignored. Exactly one of ACTIVITIES_DURATION_MSECS and
+// ACTIVITIES_ITERATIONS must be given; numbers must be non-negative decimal integers (the
+// duration and the iteration count positive); booleans are true/false/1/0 in any case.
+// The output path must lie under `allowed_dir` (check_output_path()).
+ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_view allowed_dir);
+
+// dynolog's rule: "_<pid>" goes before the extension of the file name ("/tmp/t.json" ->
+// "/tmp/t_42.json", "/tmp/t.json.gz" -> "/tmp/t_42.json.gz"); a name without one gets
+// "_<pid>.json".
+std::string output_path_for(std::string_view log_file, pid_t pid);
+
+// True when `path` may be written: absolute, no ".." component, and under `allowed_dir`
+// (also once symbolic links in its existing directories are resolved). Otherwise false with
+// the reason in `error`.
+bool check_output_path(std::string_view path, std::string_view allowed_dir, std::string* error);
+
+// OPSCOPE_ONDEMAND_TRACE_DIR when set and not empty, else kDefaultTraceDir.
+std::string allowed_trace_dir();
+
+// The step an iteration capture starts at when requested at step `current`: the first step
+// >= max(start_iteration, current) that is a multiple of `roundup` (when roundup > 1).
+std::int64_t first_capture_step(std::int64_t start_iteration, std::int64_t roundup,
+                                std::int64_t current);
+
+// A non-negative decimal integer that fits int64, or nullopt ("", "-1", "12x", "1e3").
+std::optional<std::int64_t> parse_non_negative(std::string_view text);
+
+}  // namespace opscope::ondemand
