@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "ondemand/config.h"
 #include "ondemand/daemon.h"
 
 namespace opscope::cli {
@@ -297,20 +298,9 @@ std::string request_json(const TraceArgs& t) {
   return ondemand::trace_request_json(r);
 }
 
-// dynolog's rule, as the traced process applies it (ondemand::output_path_for): "_<pid>" goes
-// before the extension, ".json.gz" kept whole; a name without an extension gets "_<pid>.json".
+// The traced process's own rule, so --wait looks for the file it really writes.
 std::string trace_file_for(const std::string& log_file, std::int32_t pid) {
-  const std::string suffix = "_" + std::to_string(pid);
-  std::string path = log_file;
-  const std::size_t slash = path.rfind('/');
-  const std::size_t name_at = slash == std::string::npos ? 0 : slash + 1;
-  constexpr std::string_view kGz = ".json.gz";
-  if (path.size() >= name_at + kGz.size() + 1 && path.ends_with(kGz)) {
-    return path.insert(path.size() - kGz.size(), suffix);
-  }
-  const std::size_t dot = path.rfind('.');
-  if (dot == std::string::npos || dot <= name_at) return path + suffix + ".json";
-  return path.insert(dot, suffix);
+  return ondemand::output_path_for(log_file, pid);
 }
 
 int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {

@@ -148,8 +148,8 @@ std::string frame_config(std::string_view config, std::uint64_t trace_id) {
 
 // --- the registry -------------------------------------------------------------------------------
 
-ClientRegistry::ClientRegistry(std::chrono::milliseconds client_timeout)
-    : client_timeout_(client_timeout) {}
+ClientRegistry::ClientRegistry(std::chrono::milliseconds client_timeout, std::size_t max_clients)
+    : client_timeout_(client_timeout), max_clients_(max_clients) {}
 
 void ClientRegistry::forget_silent(Clock::time_point now) {
   std::erase_if(clients_,
@@ -167,6 +167,11 @@ std::optional<Message> ClientRegistry::on_message(const std::string& sender, con
   std::string why;
   std::lock_guard lock(mu_);
   forget_silent(now);
+  if ((message.type == "ctxt" || message.type == "req") && clients_.size() >= max_clients_ &&
+      !clients_.contains(sender)) {
+    return fail("too many clients (" + std::to_string(max_clients_) + "); '" + sender +
+                "' is not registered");
+  }
   if (message.type == "ctxt") {
     const auto c = decode_context(message.payload, &why);
     if (!c) return fail(why);

@@ -56,6 +56,9 @@ inline constexpr std::int64_t kDefaultProcessLimit = 1000;
 // The largest TCP request accepted (a config is a few hundred bytes).
 inline constexpr std::int32_t kMaxTcpMessage = 1 << 20;
 inline constexpr std::string_view kTraceFn = "setKinetOnDemandRequest";
+// The most clients remembered at once: each endpoint name is a client, so a flood of names
+// must not grow the table without bound. Newcomers past it are refused until others go silent.
+inline constexpr std::size_t kMaxClients = 4096;
 
 // dynolog's TCP trace request. parse_trace_request throws opscope::Error naming the field
 // that is missing or ill-typed.
@@ -89,7 +92,8 @@ class ClientRegistry {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit ClientRegistry(std::chrono::milliseconds client_timeout = std::chrono::seconds(60));
+  explicit ClientRegistry(std::chrono::milliseconds client_timeout = std::chrono::seconds(60),
+                          std::size_t max_clients = kMaxClients);
 
   // One well-formed message from endpoint `sender` whose credentials said `uid`. Returns the
   // reply to send back, or nullopt (unknown type, malformed payload: `error` says why).
@@ -117,6 +121,7 @@ class ClientRegistry {
 
   std::mutex mu_;
   std::chrono::milliseconds client_timeout_;
+  std::size_t max_clients_;
   std::map<std::string, Client> clients_;  // by endpoint name
   std::uint64_t next_trace_ = 0;
 };

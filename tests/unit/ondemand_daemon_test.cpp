@@ -198,6 +198,22 @@ TEST_F(OndemandRegistry, MalformedPayloadsAreRefusedWithAReason) {
   EXPECT_EQ(registry.size(now), 0u);
 }
 
+TEST(OndemandRegistryLimits, NewcomersPastTheCapAreRefusedUntilOthersGoSilent) {
+  ClientRegistry registry(60s, 2);
+  Clock::time_point now = Clock::now();
+  const auto req = [](std::int32_t pid) {
+    return Message{"req", encode_request(0, std::vector<std::int32_t>{pid})};
+  };
+  std::string error;
+  EXPECT_TRUE(registry.on_message("a", req(1), uid_t{1}, now, &error));
+  EXPECT_TRUE(registry.on_message("b", req(2), uid_t{1}, now, &error));
+  EXPECT_FALSE(registry.on_message("c", req(3), uid_t{1}, now, &error));
+  EXPECT_NE(error.find("too many clients"), std::string::npos) << error;
+  EXPECT_TRUE(registry.on_message("a", req(1), uid_t{1}, now, &error)) << "known ones still poll";
+  now += 61s;
+  EXPECT_TRUE(registry.on_message("c", req(3), uid_t{1}, now, &error)) << error;
+}
+
 TEST(OndemandDaemonRequest, ParsesDynologsRequestAndNamesBadFields) {
   const TraceRequest r = parse_trace_request(
       R"({"fn":"setKinetOnDemandRequest","config":"A=1","job_id":5,"pids":[1,2],"process_limit":3})");
