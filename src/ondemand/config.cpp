@@ -147,7 +147,7 @@ ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_
   std::optional<std::int64_t> iterations;
   const auto refuse = [&](std::string why) {
     out.request.reset();
-    out.error = "on-demand config refused: " + std::move(why);
+    out.error = "config refused: " + std::move(why);
     return out;
   };
 

@@ -2,6 +2,7 @@
 // analysis and export layers behind its convenience methods.
 #include "opscope/profiler.h"
 
+#include <atomic>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -11,10 +12,19 @@
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"
+#include "profiler/step_hook.h"
 #include "session/recorder.h"
 #include "session/step_driver.h"
 
 namespace opscope {
+
+namespace internal {
+namespace {
+std::atomic<StepHook> g_step_hook{nullptr};
+}  // namespace
+void set_step_hook(StepHook hook) noexcept { g_step_hook.store(hook, std::memory_order_release); }
+}  // namespace internal
+
 namespace {
 
 std::string quote_json(std::string_view s) {
@@ -222,6 +232,7 @@ void Profiler::step() {
   m.steps_taken = true;
   m.action = m.schedule(m.step_num);
   m.enter_step(*this, prev);
+  if (const auto hook = internal::g_step_hook.load(std::memory_order_acquire)) hook();
 }
 
 void Profiler::stop() {

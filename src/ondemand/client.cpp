@@ -1,0 +1,573 @@
+// The on-demand client: a background thread that polls the daemon and runs the captures it
+// asks for (opscope/ondemand.h).
+//
+// Threads: the client thread owns the endpoint, the polls and duration captures, and writes
+// every trace file. step() runs on application threads: while no iteration capture is armed
+// it is an atomic increment and a load; the step that starts or ends an armed capture takes
+// the registry lock and starts or stops the Profiler there, then hands the stopped Profiler to
+// the client thread to export. All capture state is under Client::mu_.
+#include "ondemand/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "ondemand/config.h"
+#include "ondemand/ipc.h"
+#include "opscope/error.h"
+#include "opscope/ondemand.h"
+#include "opscope/profiler.h"
+#include "profiler/step_hook.h"
+
+namespace opscope::ondemand {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using Wall = std::chrono::system_clock;
+
+void log(const std::string& message) { warn("on-demand: " + message); }
+
+std::optional<std::int64_t> env_number(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  const auto n = parse_non_negative(v);
+  if (!n) log(std::string("ignored ") + name + "=\"" + v + "\": not a non-negative integer");
+  return n;
+}
+
+// Signal plumbing: the handler only sets a flag and writes one byte to the client's wake pipe
+// (both async-signal-safe); the client thread does the rest.
+std::atomic<bool> g_sigusr2{false};
+std::atomic<int> g_wake_fd{-1};
+
+extern "C" void on_sigusr2(int) {
+  const int saved = errno;
+  g_sigusr2.store(true, std::memory_order_relaxed);
+  const int fd = g_wake_fd.load(std::memory_order_relaxed);
+  if (fd >= 0) {
+    const char b = 's';
+    [[maybe_unused]] const ssize_t n = ::write(fd, &b, 1);
+  }
+  errno = saved;
+}
+
+std::atomic<std::int64_t> g_steps{0};
+// Set while an iteration capture waits for its first or last step: the only time step()
+// leaves its fast path.
+std::atomic<bool> g_iteration_armed{false};
+
+ProfilerConfig profiler_config(const CaptureRequest& r) {
+  ProfilerConfig c;
+  c.activities = {ActivityType::kCPU};
+  c.record_shapes = r.record_shapes;
+  c.profile_memory = r.profile_memory;
+  c.with_stack = r.with_stack;
+  c.with_flops = r.with_flops;
+  c.with_modules = r.with_modules;
+  return c;
+}
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // On an application thread, with the registry lock held, when iteration capture is armed.
+  void on_step(std::int64_t count);
+  ClientStatus status();
+
+ private:
+  struct Capture {
+    CaptureRequest request;
+    Wall::time_point start_at;           // kDuration
+    Steady::time_point stop_at;          // kDuration, once recording
+    std::int64_t start_step = 0;         // kIterations
+    std::unique_ptr<Profiler> profiler;  // set while recording
+  };
+
+  void run();
+  void poll_daemon();
+  void receive_all();
+  void handle_config(const std::string& text);
+  void arm(CaptureRequest request);
+  // Starts/stops a due duration capture; returns how long until the next such event.
+  std::optional<Steady::duration> advance_duration();
+  // Starts the Profiler of `c` (mu_ held); false (and the capture dropped) when busy.
+  bool start_recording(Capture& c);
+  // Stops the capture's Profiler and queues it for export (mu_ held).
+  void finish_recording();
+  void export_finished();
+  void wake();
+
+  const ClientOptions options_;
+  const std::string trace_dir_;
+  std::unique_ptr<Endpoint> endpoint_;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  bool registered_ = false;    // client thread only (mirrored in status_registered_)
+  bool send_failing_ = false;  // client thread only: warned about an unreachable daemon
+  struct sigaction previous_sigusr2_ {};
+
+  std::mutex mu_;
+  std::optional<Capture> capture_;
+  std::unique_ptr<Profiler> to_export_;
+  std::string to_export_path_;
+  bool status_registered_ = false;
+  std::uint64_t polls_ = 0;
+  std::uint64_t configs_ = 0;
+  std::uint64_t traces_ = 0;
+  std::string last_trace_;
+
+  std::thread thread_;
+};
+
+std::string client_endpoint_name() {
+  // dynolog's clients name themselves "dynoconfigclient" + a uuid; the pid keeps it readable.
+  std::random_device rd;
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
+  return "dynoconfigclient-opscope-" + std::to_string(::getpid()) + "-" + suffix;
+}
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)),
+      trace_dir_(options_.trace_dir.empty() ? allowed_trace_dir() : options_.trace_dir) {
+  if (options_.poll_interval.count() < 1) {
+    throw Error("ondemand::enable(): poll_interval is " +
+                std::to_string(options_.poll_interval.count()) + " ms; it must be at least 1");
+  }
+  if (options_.daemon_endpoint.empty()) {
+    throw Error("ondemand::enable(): daemon_endpoint is empty; dynolog's is \"dynolog\"");
+  }
+  if (options_.sigusr2_duration_ms < 0) {
+    throw Error("ondemand::enable(): sigusr2_duration_ms is " +
+                std::to_string(options_.sigusr2_duration_ms) + "; it must be 0 (off) or more");
+  }
+  endpoint_ = std::make_unique<Endpoint>(client_endpoint_name(), options_.socket_dir);
+  if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw Error("ondemand::enable(): cannot create a pipe: " + std::string(std::strerror(errno)));
+  }
+  if (options_.sigusr2_duration_ms > 0) {
+    g_sigusr2.store(false);
+    g_wake_fd.store(wake_pipe_[1]);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigusr2;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGUSR2, &sa, &previous_sigusr2_);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Client::~Client() {
+  stop_.store(true);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  if (options_.sigusr2_duration_ms > 0) {
+    ::sigaction(SIGUSR2, &previous_sigusr2_, nullptr);
+    g_wake_fd.store(-1);
+  }
+  ::close(wake_pipe_[0]);
+  ::close(wake_pipe_[1]);
+}
+
+void Client::wake() {
+  const char b = 'w';
+  [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &b, 1);
+}
+
+ClientStatus Client::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClientStatus s;
+  s.enabled = true;
+  s.registered = status_registered_;
+  s.polls = polls_;
+  s.configs = configs_;
+  s.traces = traces_;
+  s.capture_armed = capture_.has_value();
+  s.capture_recording = capture_ && capture_->profiler != nullptr;
+  s.endpoint = endpoint_->name();
+  s.last_trace = last_trace_;
+  return s;
+}
+
+void Client::run() {
+  // Linux limits thread names to 15 characters.
+  ::pthread_setname_np(::pthread_self(), "opscope-ondmand");
+  Steady::time_point next_poll = Steady::now();
+  while (!stop_.load()) {
+    if (Steady::now() >= next_poll) {
+      poll_daemon();
+      next_poll = Steady::now() + options_.poll_interval;
+    }
+    if (g_sigusr2.exchange(false)) {
+      CaptureRequest r;
+      r.kind = CaptureKind::kDuration;
+      r.duration_ms = options_.sigusr2_duration_ms;
+      r.output_path = sigusr2_trace_path(trace_dir_, ::getpid());
+      r.log_file = r.output_path;
+      r.trace_id = "SIGUSR2";
+      arm(std::move(r));
+    }
+    std::optional<Steady::duration> until_capture;
+    try {
+      until_capture = advance_duration();
+    } catch (const std::exception& e) {
+      log(std::string("capture failed: ") + e.what());
+    }
+    export_finished();
+
+    Steady::duration wait = next_poll - Steady::now();
+    if (until_capture && *until_capture < wait) wait = *until_capture;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait).count();
+    pollfd fds[2] = {{endpoint_->fd(), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    const int ready = ::poll(fds, 2, static_cast<int>(std::max<std::int64_t>(ms, 0)));
+    if (ready <= 0) continue;
+    if (fds[1].revents != 0) {
+      char buf[64];
+      while (::read(wake_pipe_[0], buf, sizeof buf) > 0) {
+      }
+    }
+    if (fds[0].revents != 0) receive_all();
+  }
+
+  // Shutting down: a recording capture is stopped and written, a pending one dropped.
+  std::unique_lock<std::mutex> lock(mu_);
+  g_iteration_armed.store(false);
+  if (capture_ && capture_->profiler) {
+    finish_recording();
+  } else if (capture_) {
+    log("dropped the pending capture (trace id " + capture_->request.trace_id +
+        "): the client is disabled");
+    capture_.reset();
+  }
+  lock.unlock();
+  export_finished();
+}
+
+void Client::poll_daemon() {
+  std::string error;
+  bool ok = true;
+  if (!registered_) {
+    const LibkinetoContext ctxt{-1, ::getpid(), options_.job_id};
+    ok = endpoint_->send(options_.daemon_endpoint, "ctxt", encode_context(ctxt), &error);
+  }
+  if (ok) {
+    const auto pids = pid_and_ancestors();
+    ok = endpoint_->send(options_.daemon_endpoint, "req", encode_request(options_.job_id, pids),
+                         &error);
+    if (ok) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++polls_;
+    }
+  }
+  if (!ok && !send_failing_) {
+    log(error + "; is the daemon running? Polling goes on every " +
+        std::to_string(options_.poll_interval.count()) + " ms (warned once)");
+  }
+  if (ok && send_failing_) log("reached the daemon '" + options_.daemon_endpoint + "'");
+  send_failing_ = !ok;
+}
+
+void Client::receive_all() {
+  while (auto r = endpoint_->receive(std::chrono::milliseconds(0))) {
+    if (r->sender != options_.daemon_endpoint) {
+      log("ignored a datagram from '" + r->sender + "', not the daemon '" +
+          options_.daemon_endpoint + "'");
+      continue;
+    }
+    if (!r->message) {
+      log("ignored a malformed datagram from the daemon: " + r->error);
+      continue;
+    }
+    if (r->message->type == "ctxt") {
+      registered_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      status_registered_ = true;
+    } else if (r->message->type == "req") {
+      if (!r->message->payload.empty()) handle_config(r->message->payload);
+    }
+  }
+}
+
+void Client::handle_config(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++configs_;
+  }
+  ParsedConfig parsed = parse_capture_config(text, ::getpid(), trace_dir_);
+  for (const auto& w : parsed.warnings) warn(w);
+  if (!parsed.request) {
+    log(parsed.error);
+    return;
+  }
+  arm(std::move(*parsed.request));
+}
+
+void Client::arm(CaptureRequest request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_) {
+    log("dropped a request (trace id " + request.trace_id + "): a capture for " +
+        capture_->request.output_path + " is already " +
+        (capture_->profiler ? "recording" : "pending"));
+    return;
+  }
+  Capture c;
+  if (request.kind == CaptureKind::kDuration) {
+    c.start_at = request.start_time_ms > 0
+                     ? Wall::time_point(std::chrono::milliseconds(request.start_time_ms))
+                     : Wall::now();
+  } else {
+    // The next step boundary at the earliest: a window covers whole steps.
+    c.start_step = first_capture_step(request.start_iteration, request.start_iteration_roundup,
+                                      g_steps.load() + 1);
+  }
+  c.request = std::move(request);
+  const bool iterations = c.request.kind == CaptureKind::kIterations;
+  capture_ = std::move(c);
+  if (iterations) g_iteration_armed.store(true, std::memory_order_release);
+}
+
+bool Client::start_recording(Capture& c) {
+  auto profiler = std::make_unique<Profiler>(profiler_config(c.request));
+  try {
+    profiler->start();
+  } catch (const Error& e) {
+    log("busy: refused the capture for " + c.request.output_path + " (trace id " +
+        c.request.trace_id + "): " + e.what());
+    capture_.reset();
+    g_iteration_armed.store(false);
+    return false;
+  }
+  profiler->add_metadata("opscope_ondemand_trace_id", c.request.trace_id);
+  c.profiler = std::move(profiler);
+  return true;
+}
+
+void Client::finish_recording() {
+  Capture& c = *capture_;
+  c.profiler->stop();
+  to_export_ = std::move(c.profiler);
+  to_export_path_ = c.request.output_path;
+  capture_.reset();
+  g_iteration_armed.store(false);
+}
+
+std::optional<Steady::duration> Client::advance_duration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capture_ || capture_->request.kind != CaptureKind::kDuration) return std::nullopt;
+  Capture& c = *capture_;
+  if (!c.profiler) {
+    const Wall::duration until = c.start_at - Wall::now();
+    if (until > Wall::duration::zero()) return std::chrono::duration_cast<Steady::duration>(until);
+    if (!start_recording(c)) return std::nullopt;
+    c.stop_at = Steady::now() + std::chrono::milliseconds(c.request.duration_ms);
+    return std::chrono::milliseconds(c.request.duration_ms);
+  }
+  const Steady::duration until = c.stop_at - Steady::now();
+  if (until > Steady::duration::zero()) return until;
+  finish_recording();
+  return std::nullopt;
+}
+
+void Client::on_step(std::int64_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capture_ || capture_->request.kind != CaptureKind::kIterations) return;
+  Capture& c = *capture_;
+  if (!c.profiler) {
+    if (count >= c.start_step) {
+      c.start_step = count;
+      start_recording(c);
+    }
+    return;
+  }
+  if (count >= c.start_step + c.request.iterations) {
+    finish_recording();
+    wake();
+  }
+}
+
+void Client::export_finished() {
+  std::unique_ptr<Profiler> profiler;
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    profiler = std::move(to_export_);
+    path = std::move(to_export_path_);
+  }
+  if (!profiler) return;
+  try {
+    profiler->export_chrome_trace(path);
+  } catch (const std::exception& e) {
+    log("could not write the trace " + path + ": " + e.what());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++traces_;
+    last_trace_ = path;
+  }
+  log("trace written to " + path);
+}
+
+// The one client of the process. Leaked on purpose: the client thread may still run while
+// static destructors do, and an atexit handler stops it first.
+struct Registry {
+  std::mutex mu;
+  std::unique_ptr<Client> client;
+};
+Registry& registry() {
+  static auto* r = new Registry;
+  return *r;
+}
+
+void step_hook() noexcept { step(); }
+
+void stop_at_exit() {
+  try {
+    disable();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+std::optional<int> parse_init_delay_s(const char* value) {
+  if (value == nullptr) return std::nullopt;
+  const auto n = parse_non_negative(value);
+  if (!n || *n > 24 * 3600) return std::nullopt;
+  return static_cast<int>(*n);
+}
+
+bool autostart_requested() {
+  for (const char* name : {"KINETO_USE_DAEMON", "OPSCOPE_USE_DAEMON"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0) return true;
+  }
+  return false;
+}
+
+std::string sigusr2_trace_path(const std::string& dir, pid_t pid) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d + "/opscope_sigusr2_" + std::to_string(pid) + ".json";
+}
+
+ClientOptions client_options_from_env() {
+  ClientOptions o;
+  if (const char* e = std::getenv("OPSCOPE_DAEMON_ENDPOINT"); e != nullptr && *e != '\0') {
+    o.daemon_endpoint = e;
+  }
+  if (const auto ms = env_number("OPSCOPE_DAEMON_POLL_MS"); ms && *ms > 0) {
+    o.poll_interval = std::chrono::milliseconds(*ms);
+  }
+  if (const auto job = env_number("SLURM_JOB_ID")) o.job_id = *job;
+  if (const auto ms = env_number("OPSCOPE_SIGUSR2_DURATION_MS")) o.sigusr2_duration_ms = *ms;
+  return o;
+}
+
+void enable(const ClientOptions& options) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.client) {
+    throw Error("ondemand::enable(): the client is already enabled; call disable() first");
+  }
+  r.client = std::make_unique<Client>(options);
+  internal::set_step_hook(&step_hook);
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(stop_at_exit); });
+}
+
+void disable() {
+  Registry& r = registry();
+  std::unique_ptr<Client> client;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    client = std::move(r.client);
+    internal::set_step_hook(nullptr);
+  }
+  client.reset();  // joins the thread outside the lock: step() may need it meanwhile
+}
+
+bool is_enabled() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.client != nullptr;
+}
+
+void step() noexcept {
+  const std::int64_t count = g_steps.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!g_iteration_armed.load(std::memory_order_acquire)) return;
+  // An armed iteration capture: rare, so the lock and the Profiler work are acceptable here.
+  try {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.client) r.client->on_step(count);
+  } catch (const std::exception& e) {
+    log(std::string("step(): ") + e.what());
+  } catch (...) {
+  }
+}
+
+std::int64_t step_count() noexcept { return g_steps.load(std::memory_order_relaxed); }
+
+ClientStatus client_status() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.client) return {};
+  return r.client->status();
+}
+
+}  // namespace opscope::ondemand
+
+// --- opt-in by environment -------------------------------------------------------------------
+// libopscope is a static library: an object file nobody references is not linked, and its
+// static initializer never runs. src/CMakeLists.txt therefore makes every program that links
+// opscope reference this symbol (-u opscope_ondemand_autostart), which pulls this file in.
+extern "C" void opscope_ondemand_autostart() {}
+
+namespace {
+
+void autostart() {
+  using namespace opscope::ondemand;
+  try {
+    enable();
+  } catch (const std::exception& e) {
+    opscope::warn(std::string("on-demand: not enabled: ") + e.what());
+  }
+}
+
+// As PyTorch's kineto_client_interface.cpp: enabled at program start when KINETO_USE_DAEMON
+// (or OPSCOPE_USE_DAEMON) is set; a positive init delay defers it to a detached thread.
+struct Autostart {
+  Autostart() {
+    using namespace opscope::ondemand;
+    if (!autostart_requested()) return;
+    auto delay = parse_init_delay_s(std::getenv("OPSCOPE_DAEMON_INIT_DELAY_S"));
+    if (!delay) delay = parse_init_delay_s(std::getenv("KINETO_DAEMON_INIT_DELAY_S"));
+    if (delay && *delay > 0) {
+      std::thread([s = *delay] {
+        std::this_thread::sleep_for(std::chrono::seconds(s));
+        autostart();
+      }).detach();
+    } else {
+      autostart();
+    }
+  }
+} g_autostart;
+
+}  // namespace

@@ -1,0 +1,42 @@
+// A traced process for the on-demand tests: a loop of steps, each a USER_SCOPE "step_<n>"
+// with two nested ranges, then ondemand::step(). It opts in to on-demand tracing only through
+// the environment (KINETO_USE_DAEMON=1, OPSCOPE_DAEMON_ENDPOINT=...), as a real job would.
+//
+//   opscope_ondemand_target STEPS SLEEP_MS
+//
+// Prints "ready <pid>" once started, and "done" at the end.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "opscope/ondemand.h"
+#include "opscope/record_function.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s STEPS SLEEP_MS\n", argv[0]);
+    return 2;
+  }
+  const long steps = std::atol(argv[1]);
+  const long sleep_ms = std::atol(argv[2]);
+  std::printf("ready %d enabled=%d\n", static_cast<int>(::getpid()),
+              opscope::ondemand::is_enabled() ? 1 : 0);
+  std::fflush(stdout);
+  for (long n = 0; n < steps; ++n) {
+    {
+      opscope::RecordFunction step("step_" + std::to_string(n), opscope::RecordScope::kUserScope);
+      {
+        OPSCOPE_RECORD_FUNCTION("target::forward");
+        OPSCOPE_RECORD_FUNCTION("target::mm");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    }
+    opscope::ondemand::step();
+  }
+  std::printf("done\n");
+  return 0;
+}
