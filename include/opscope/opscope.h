@@ -18,6 +18,7 @@
 #include "opscope/mark.h"
 #include "opscope/memory.h"
 #include "opscope/module.h"
+#include "opscope/ondemand.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "opscope/result.h"
