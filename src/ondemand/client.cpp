@@ -37,6 +37,9 @@ namespace {
 using Steady = std::chrono::steady_clock;
 using Wall = std::chrono::system_clock;
 
+// A pending iteration capture is dropped when step() has not been called for this long.
+constexpr std::chrono::seconds kStepsStalled{60};
+
 void log(const std::string& message) { warn("on-demand: " + message); }
 
 std::optional<std::int64_t> env_number(const char* name) {
@@ -96,6 +99,8 @@ class Client {
     Wall::time_point start_at;           // kDuration
     Steady::time_point stop_at;          // kDuration, once recording
     std::int64_t start_step = 0;         // kIterations
+    std::int64_t steps_seen = 0;         // kIterations: step_count() at the last check
+    Steady::time_point steps_moved_at;   // kIterations: when step_count() last moved
     std::unique_ptr<Profiler> profiler;  // set while recording
   };
 
@@ -104,8 +109,9 @@ class Client {
   void receive_all();
   void handle_config(const std::string& text);
   void arm(CaptureRequest request);
-  // Starts/stops a due duration capture; returns how long until the next such event.
-  std::optional<Steady::duration> advance_duration();
+  // Starts/stops a due duration capture (returns how long until the next such event); drops
+  // an iteration capture whose program stopped calling step().
+  std::optional<Steady::duration> advance();
   // Starts the Profiler of `c` (mu_ held); false (and the capture dropped) when busy.
   bool start_recording(Capture& c);
   // Stops the capture's Profiler and queues it for export (mu_ held).
@@ -225,7 +231,7 @@ void Client::run() {
     }
     std::optional<Steady::duration> until_capture;
     try {
-      until_capture = advance_duration();
+      until_capture = advance();
     } catch (const std::exception& e) {
       log(std::string("capture failed: ") + e.what());
     }
@@ -336,6 +342,8 @@ void Client::arm(CaptureRequest request) {
     c.start_step = first_capture_step(request.start_iteration, request.start_iteration_roundup,
                                       g_steps.load() + 1);
   }
+  c.steps_seen = g_steps.load();
+  c.steps_moved_at = Steady::now();
   c.request = std::move(request);
   const bool iterations = c.request.kind == CaptureKind::kIterations;
   capture_ = std::move(c);
@@ -367,10 +375,27 @@ void Client::finish_recording() {
   g_iteration_armed.store(false);
 }
 
-std::optional<Steady::duration> Client::advance_duration() {
+std::optional<Steady::duration> Client::advance() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!capture_ || capture_->request.kind != CaptureKind::kDuration) return std::nullopt;
+  if (!capture_) return std::nullopt;
   Capture& c = *capture_;
+  if (c.request.kind == CaptureKind::kIterations) {
+    // A program that stopped calling step() (or never did) would hold the one capture slot
+    // forever and every later request would be dropped: give up on it.
+    if (c.profiler) return std::nullopt;
+    const std::int64_t steps = g_steps.load();
+    if (steps != c.steps_seen) {
+      c.steps_seen = steps;
+      c.steps_moved_at = Steady::now();
+    } else if (Steady::now() - c.steps_moved_at > kStepsStalled) {
+      log("dropped the iteration capture for " + c.request.output_path +
+          ": step() was not called for " + std::to_string(kStepsStalled.count()) +
+          " s (call opscope::ondemand::step() once per iteration)");
+      capture_.reset();
+      g_iteration_armed.store(false);
+    }
+    return std::nullopt;
+  }
   if (!c.profiler) {
     const Wall::duration until = c.start_at - Wall::now();
     if (until > Wall::duration::zero()) return std::chrono::duration_cast<Steady::duration>(until);

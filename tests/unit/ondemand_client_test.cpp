@@ -149,6 +149,12 @@ TEST(OndemandClient, RegistersAndPollsAsLibkineto) {
   EXPECT_EQ(r->pids.front(), ::getpid());
   EXPECT_EQ(r->pids, pid_and_ancestors());
   EXPECT_TRUE(wait_for([] { return client_status().registered; }));
+  // The client thread is named (Linux keeps 15 characters).
+  bool named = false;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    named = named || testing::read_file((task.path() / "comm").string()) == "opscope-ondmand\n";
+  }
+  EXPECT_TRUE(named);
   // Registered: later polls are "req" only.
   for (int i = 0; i < 3; ++i) {
     const auto next = daemon.receive(1s);
@@ -467,6 +473,19 @@ TEST(OndemandClient, EnvironmentOptInOfARealProcess) {
   }
   EXPECT_EQ(steps.size(), 3u);
   EXPECT_TRUE(event_names(path).count("target::mm"));
+}
+
+TEST(OndemandClient, InitDelayDefersRegistration) {
+  const std::string name = daemon_name();
+  Endpoint daemon(name);
+  const auto spawned_at = std::chrono::steady_clock::now();
+  Target target({"OPSCOPE_USE_DAEMON=1", "KINETO_DAEMON_INIT_DELAY_S=1",
+                 "OPSCOPE_DAEMON_ENDPOINT=" + name, "OPSCOPE_DAEMON_POLL_MS=10"},
+                "1000", "5");
+  ASSERT_TRUE(target.spawned());
+  const auto ctxt = expect(daemon, "ctxt", 15s);
+  ASSERT_TRUE(ctxt);
+  EXPECT_GE(std::chrono::steady_clock::now() - spawned_at, 1s);
 }
 
 TEST(OndemandClient, NoOptInNoClient) {
