@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -250,6 +253,100 @@ TEST(OndemandCli, TheDaemonSubcommandRunsUntilSigterm) {
   EXPECT_NE(output.find("IPC endpoint '" + name + "'"), std::string::npos) << output;
   EXPECT_NE(output.find("trace requests on 127.0.0.1:"), std::string::npos) << output;
 }
+
+#ifdef OPSCOPE_ONDEMAND_TARGET
+// End to end: the daemon, real traced processes (opscope_ondemand_target, opted in by
+// environment only) and the `opscope` binary.
+class OndemandEndToEnd : public ::testing::Test {
+ protected:
+  OndemandEndToEnd() {
+    ondemand::DaemonOptions o;
+    o.ipc_name = "opscope-test-e2e-" + std::to_string(::getpid());
+    o.port = 0;
+    o.log = [](std::string_view) {};
+    daemon_ = std::make_unique<ondemand::Daemon>(o);
+    name_ = o.ipc_name;
+  }
+  ~OndemandEndToEnd() override {
+    for (auto& [pid, pipe] : targets_) {
+      ::kill(pid, SIGTERM);
+      ::pclose(pipe);
+    }
+  }
+  // Starts a target; returns its pid (read from its "ready <pid>" line).
+  pid_t start_target(const std::string& extra_env = "") {
+    const std::string command =
+        "KINETO_USE_DAEMON=1 OPSCOPE_DAEMON_ENDPOINT=" + name_ +
+        " OPSCOPE_DAEMON_POLL_MS=20 OPSCOPE_ONDEMAND_TRACE_DIR=" + dir_.path().string() + " " +
+        extra_env + " exec " + OPSCOPE_ONDEMAND_TARGET + " 2000 5";
+    FILE* p = ::popen(command.c_str(), "r");
+    EXPECT_NE(p, nullptr);
+    int pid = 0;
+    EXPECT_EQ(std::fscanf(p, "ready %d", &pid), 1);
+    targets_.emplace_back(pid, p);
+    return pid;
+  }
+  void wait_for_clients(std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (daemon_->registry().size(ondemand::ClientRegistry::Clock::now()) < n &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(200ms);  // their first polls, which make them count
+  }
+  std::pair<int, std::string> trace(const std::string& flags) {
+    return shell(std::string(OPSCOPE_CLI) + " trace " + flags + " --port " +
+                 std::to_string(daemon_->port()) + " --log-file " + dir_.file("t.json") +
+                 " --wait --timeout-s 30");
+  }
+  // The names of the complete events in a trace file.
+  std::vector<std::string> names_in(const std::string& path) {
+    std::vector<std::string> names;
+    const auto doc = nlohmann::json::parse(testing::read_file(path));
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.contains("name") && e.value("ph", "") == "X") names.push_back(e["name"]);
+    }
+    return names;
+  }
+  static bool has(const std::vector<std::string>& v, const std::string& name) {
+    return std::find(v.begin(), v.end(), name) != v.end();
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<ondemand::Daemon> daemon_;
+  std::string name_;
+  std::vector<std::pair<pid_t, FILE*>> targets_;
+};
+
+TEST_F(OndemandEndToEnd, TracesARunningProcessByPid) {
+  const pid_t pid = start_target();
+  wait_for_clients(1);
+  const auto [code, output] = trace("--pid " + std::to_string(pid) + " --duration-ms 200");
+  ASSERT_EQ(code, 0) << output;
+  const std::string file = dir_.file("t_" + std::to_string(pid) + ".json");
+  EXPECT_NE(output.find("\n" + file + "\n"), std::string::npos) << output;
+  const auto names = names_in(file);
+  EXPECT_TRUE(has(names, "target::mm")) << names.size();
+  EXPECT_TRUE(has(names, "target::forward"));
+  EXPECT_TRUE(std::any_of(names.begin(), names.end(),
+                          [](const std::string& n) { return n.rfind("step_", 0) == 0; }));
+}
+
+TEST_F(OndemandEndToEnd, TracesTwoProcessesByJobId) {
+  const std::string job = std::to_string(100000 + ::getpid());
+  const pid_t a = start_target("SLURM_JOB_ID=" + job);
+  const pid_t b = start_target("SLURM_JOB_ID=" + job);
+  wait_for_clients(2);
+  const auto [code, output] = trace("--job-id " + job + " --iterations 5");
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("triggered 2"), std::string::npos) << output;
+  for (const pid_t pid : {a, b}) {
+    const std::string file = dir_.file("t_" + std::to_string(pid) + ".json");
+    EXPECT_NE(output.find(file), std::string::npos) << output;
+    EXPECT_TRUE(has(names_in(file), "target::mm")) << file;
+  }
+}
+#endif  // OPSCOPE_ONDEMAND_TARGET
 
 }  // namespace
 }  // namespace opscope::cli
