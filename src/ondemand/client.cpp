@@ -368,9 +368,14 @@ bool Client::start_recording(Capture& c) {
 
 void Client::finish_recording() {
   Capture& c = *capture_;
-  c.profiler->stop();
-  to_export_ = std::move(c.profiler);
-  to_export_path_ = c.request.output_path;
+  try {
+    c.profiler->stop();
+    to_export_ = std::move(c.profiler);
+    to_export_path_ = c.request.output_path;
+  } catch (const std::exception& e) {
+    // The slot is freed either way, so a failed stop cannot wedge later requests or step().
+    log("could not stop the capture for " + c.request.output_path + ": " + e.what());
+  }
   capture_.reset();
   g_iteration_armed.store(false);
 }
