@@ -174,7 +174,7 @@ TEST(OndemandClient, DurationCaptureWritesOnlyTheWindow) {
   enable(options_for(name, dir));
   Disable guard;
   { OPSCOPE_USER_SCOPE("outside_before"); }
-  deliver(daemon, "ACTIVITIES_DURATION_MSECS=300\n    ACTIVITIES_LOG_FILE=" + dir.file("t.json"));
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=1000\n    ACTIVITIES_LOG_FILE=" + dir.file("t.json"));
   ASSERT_TRUE(wait_for([] { return client_status().capture_recording; })) << log.all();
   {
     OPSCOPE_USER_SCOPE("inside_window");
@@ -200,16 +200,16 @@ TEST(OndemandClient, SynchronizedStartWaitsForTheWallClock) {
   Log log;
   enable(options_for(name, dir));
   Disable guard;
-  const auto start = std::chrono::system_clock::now() + 400ms;
+  const auto start = std::chrono::system_clock::now() + 800ms;
   const auto start_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count();
   deliver(daemon, "ACTIVITIES_DURATION_MSECS=50\nPROFILE_START_TIME=" + std::to_string(start_ms) +
                       "\nACTIVITIES_LOG_FILE=" + dir.file("sync.json"));
   ASSERT_TRUE(wait_for([] { return client_status().capture_armed; }));
+  // A second request while one is pending is dropped, with a reason.
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE=" + dir.file("second.json"));
   ASSERT_TRUE(wait_for([] { return client_status().capture_recording; })) << log.all();
   EXPECT_GE(std::chrono::system_clock::now(), start);
-  // A second request while one is armed is dropped, with a reason.
-  deliver(daemon, "ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE=" + dir.file("second.json"));
   ASSERT_TRUE(wait_for([] { return client_status().traces == 1; })) << log.all();
   EXPECT_TRUE(wait_for([&] { return log.count("dropped a request") == 1; })) << log.all();
   EXPECT_FALSE(std::filesystem::exists(dir.file("second_" + std::to_string(::getpid()) + ".json")));
@@ -318,7 +318,7 @@ TEST(OndemandClient, AbsentDaemonWarnsOnceAndSigusr2Captures) {
   testing::TempDir dir;
   Log log;
   ClientOptions o = options_for(daemon_name() + "-nobody", dir);
-  o.sigusr2_duration_ms = 100;
+  o.sigusr2_duration_ms = 500;
   enable(o);
   Disable guard;
   // Polls fail: one warning, however many polls.
