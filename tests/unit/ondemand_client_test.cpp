@@ -115,6 +115,19 @@ struct Disable {
   ~Disable() { disable(); }
 };
 
+// A client enabled against a fake daemon endpoint, writing under a temporary directory, with
+// its warnings captured; disabled again at the end of the test.
+class OndemandRunningClient : public ::testing::Test {
+ protected:
+  OndemandRunningClient() { enable(options_for(name, dir)); }
+
+  testing::TempDir dir;
+  const std::string name = daemon_name();
+  Endpoint daemon{name};
+  Log log;
+  Disable guard;  // declared last: disables the client before the rest goes
+};
+
 TEST(OndemandClient, RegistersAndPollsAsLibkineto) {
   testing::TempDir dir;
   const std::string name = daemon_name();
@@ -166,13 +179,7 @@ TEST(OndemandClient, RegistersAndPollsAsLibkineto) {
   EXPECT_FALSE(client_status().enabled);
 }
 
-TEST(OndemandClient, DurationCaptureWritesOnlyTheWindow) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, DurationCaptureWritesOnlyTheWindow) {
   { OPSCOPE_USER_SCOPE("outside_before"); }
   deliver(daemon, "ACTIVITIES_DURATION_MSECS=1000\n    ACTIVITIES_LOG_FILE=" + dir.file("t.json"));
   ASSERT_TRUE(wait_for([] { return client_status().capture_recording; })) << log.all();
@@ -193,13 +200,7 @@ TEST(OndemandClient, DurationCaptureWritesOnlyTheWindow) {
   EXPECT_NE(testing::read_file(path).find("4242"), std::string::npos);
 }
 
-TEST(OndemandClient, SynchronizedStartWaitsForTheWallClock) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, SynchronizedStartWaitsForTheWallClock) {
   const auto start = std::chrono::system_clock::now() + 800ms;
   const auto start_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count();
@@ -215,13 +216,7 @@ TEST(OndemandClient, SynchronizedStartWaitsForTheWallClock) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("second_" + std::to_string(::getpid()) + ".json")));
 }
 
-TEST(OndemandClient, IterationCaptureCountsSteps) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, IterationCaptureCountsSteps) {
   const std::int64_t from = step_count() + 3;
   deliver(daemon, "ACTIVITIES_ITERATIONS=2\nPROFILE_START_ITERATION=" + std::to_string(from) +
                       "\nACTIVITIES_LOG_FILE=" + dir.file("it.json"));
@@ -240,13 +235,7 @@ TEST(OndemandClient, IterationCaptureCountsSteps) {
   EXPECT_FALSE(names.count("iter_" + std::to_string(from + 2)));
 }
 
-TEST(OndemandClient, IterationStartRoundsUpAndProfilerStepCounts) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, IterationStartRoundsUpAndProfilerStepCounts) {
   // Profiler::step() counts as an on-demand step (it calls the profiler layer's step hook).
   {
     Profiler app;
@@ -278,13 +267,7 @@ TEST(OndemandClient, IterationStartRoundsUpAndProfilerStepCounts) {
   EXPECT_EQ(rounds, std::set<std::string>{"round_" + std::to_string(expected)});
 }
 
-TEST(OndemandClient, InvalidConfigIsDroppedWithItsReason) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, InvalidConfigIsDroppedWithItsReason) {
   deliver(daemon, "FOO=1\nACTIVITIES_DURATION_MSECS=abc");
   ASSERT_TRUE(wait_for([&] { return log.count("ACTIVITIES_DURATION_MSECS=\"abc\"") == 1; }))
       << log.all();
@@ -297,13 +280,7 @@ TEST(OndemandClient, InvalidConfigIsDroppedWithItsReason) {
   EXPECT_FALSE(std::filesystem::exists("/etc/t_" + std::to_string(::getpid()) + ".json"));
 }
 
-TEST(OndemandClient, RefusedWhileTheApplicationProfiles) {
-  testing::TempDir dir;
-  const std::string name = daemon_name();
-  Endpoint daemon(name);
-  Log log;
-  enable(options_for(name, dir));
-  Disable guard;
+TEST_F(OndemandRunningClient, RefusedWhileTheApplicationProfiles) {
   Profiler app;
   app.start();
   deliver(daemon, "ACTIVITIES_DURATION_MSECS=20\nACTIVITIES_LOG_FILE=" + dir.file("busy.json"));
