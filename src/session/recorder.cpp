@@ -21,10 +21,14 @@ namespace {
 
 std::mutex g_claim_mu;
 const void* g_owner = nullptr;
-std::string g_owner_what;  // what holds the claim, for the error a second claimant gets
+// What holds the claim, for the error a second claimant gets. A pointer, not a std::string:
+// constant-initialized, so a thread started from another file's static initializer (the
+// on-demand client's autostart) cannot see it before it is constructed.
+constinit const char* g_owner_what = nullptr;
 
 std::string_view resolve_name(const internal::Record& r) {
-  if (r.flags & internal::kNameInterned) return collect::interned(static_cast<std::uint32_t>(r.name));
+  if (r.flags & internal::kNameInterned)
+    return collect::interned(static_cast<std::uint32_t>(r.name));
   return reinterpret_cast<const CallSite*>(r.name)->name;
 }
 
@@ -104,7 +108,7 @@ class DetailTable {
 
 }  // namespace
 
-void Recorder::claim(const void* owner, std::string_view what) {
+void Recorder::claim(const void* owner, const char* what) {
   std::lock_guard<std::mutex> lock(g_claim_mu);
   if (g_owner != nullptr && g_owner != owner) {
     throw Error("cannot start " + std::string(what) + ": " + g_owner_what +
@@ -245,8 +249,8 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
       }
       Event e;
       e.name = resolve_name(r);
-      e.site = (r.flags & internal::kNameInterned) ? nullptr
-                                                   : reinterpret_cast<const CallSite*>(r.name);
+      e.site =
+          (r.flags & internal::kNameInterned) ? nullptr : reinterpret_cast<const CallSite*>(r.name);
       e.start_ns = conv.to_wall_ns(r.start);
       e.end_ns = kind == internal::RecordKind::kInstant ? e.start_ns : conv.to_wall_ns(r.end);
       e.handle = handle_of(r);
