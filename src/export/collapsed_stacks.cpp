@@ -42,14 +42,6 @@ void check_recorded_with_stack(const ProfilerResult& result) {
   }
 }
 
-// Appends one frame's text; characters that would split a frame or a line become "_".
-void append_frame(std::string& out, std::string_view text) {
-  for (char c : text) {
-    const bool separator = c == ' ' || c == ';' || c == '\n' || c == '\r' || c == '\t';
-    out.push_back(separator ? '_' : c);
-  }
-}
-
 struct LineKey {
   std::int32_t stack;
   std::string_view name;
@@ -62,6 +54,13 @@ struct LineKeyHash {
 };
 
 }  // namespace
+
+void append_collapsed_frame(std::string& out, std::string_view text) {
+  for (char c : text) {
+    const bool separator = c == ' ' || c == ';' || c == '\n' || c == '\r' || c == '\t';
+    out.push_back(separator ? '_' : c);
+  }
+}
 
 void write_collapsed_stacks(const ProfilerResult& result, std::string_view metric_name,
                             Sink& sink) {
@@ -99,10 +98,10 @@ void write_collapsed_stacks(const ProfilerResult& result, std::string_view metri
       const std::vector<std::string> frames = analysis::stack_text(result, e, symbolizer);
       std::string text;
       for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
-        append_frame(text, *f);
+        append_collapsed_frame(text, *f);
         text.push_back(';');
       }
-      append_frame(text, e.name);
+      append_collapsed_frame(text, e.name);
       auto [by_text, added] = line_of_text.try_emplace(std::move(text), lines.size());
       if (added) lines.emplace_back(by_text->first, 0);
       it = line_of.emplace(key, by_text->second).first;

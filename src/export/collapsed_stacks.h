@@ -17,6 +17,11 @@
 
 namespace opscope::internal {
 
+// Appends one frame's text to a collapsed stack; the characters that would split a frame or a
+// line (space, ';', tab, newlines) become "_", as PyTorch writes them. Shared with the
+// sampling profiler's stacks, so both files read the same in flame-graph tools.
+void append_collapsed_frame(std::string& out, std::string_view text);
+
 // Writes the stack file of `result` for `metric` ("self_cpu_time_total" or
 // "self_cuda_time_total") to `sink` and commits it.
 //

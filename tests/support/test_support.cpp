@@ -1,8 +1,11 @@
 #include "support/test_support.h"
 
+#include "opscope/function_profiler.h"
+
 #include <zlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -88,6 +91,31 @@ RecordedValue recorded_int(std::int64_t i) {
   v.kind = ValueKind::kInt;
   v.i = i;
   return v;
+}
+
+const std::string& perf_unavailable_reason() {
+  static const std::string reason = [] {
+    FunctionProfilerOptions options;
+    options.stop_at_error = true;
+    options.frequency_hz = 4000;
+    options.timeout_wait_for_running_sec = 20;
+    options.correlate_ranges = false;
+    try {
+      FunctionProfiler profiler(options);
+      profiler.profile([] {
+        volatile std::uint64_t x = 0;
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (std::chrono::steady_clock::now() < end) x = x + 1;
+      });
+      if (profiler.last_result().profile->total_samples() == 0) {
+        return std::string("perf ran but took no samples of a 100 ms busy loop");
+      }
+      return std::string();
+    } catch (const std::exception& e) {
+      return "perf cannot sample here: " + std::string(e.what());
+    }
+  }();
+  return reason;
 }
 
 }  // namespace opscope::testing

@@ -49,6 +49,11 @@ RecordedValue recorded_tensor(std::vector<std::int64_t> sizes);
 RecordedValue recorded_int(std::int64_t i);
 
 std::string read_file(const std::string& path);
+
+// Why perf cannot sample this process here ("" when it can): probed once per process by
+// profiling a short busy loop with the built-in perf sampler. Tests that need real samples
+// GTEST_SKIP() with this text, so the reason reaches the log.
+const std::string& perf_unavailable_reason();
 // Decompresses a gzip file.
 std::string read_gzip_file(const std::string& path);
 
