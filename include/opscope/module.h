@@ -25,7 +25,10 @@ namespace internal {
 // One entered module on the calling thread. Lives in the ModuleScope that entered it.
 struct ModuleFrame {
   const ModuleFrame* parent;
-  const void* stack_address;  // where the scope lives on the stack: places its stack frame
+  // Where the scope lives on the stack: places its stack frame. nullptr for a module entered
+  // by foreign code (Python's opscope.module): the foreign stack provider places it
+  // (src/record/stack_capture.h).
+  const void* stack_address;
   std::uint32_t path_id;      // interned "Model.Linear_0"
   std::uint32_t label_id;     // interned "nn.Module: Linear_0"
 };

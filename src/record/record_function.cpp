@@ -171,9 +171,13 @@ void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
     // begin_dynamic, which export leaves out).
     constexpr std::size_t kRoom = record::kMaxStackFrames * sizeof(std::uint64_t);
     if (std::byte* out = internal::reserve_blob(kRoom, epoch_)) {
-      const std::size_t n =
-          record::capture_stack(reinterpret_cast<std::uint64_t*>(out), record::kMaxStackFrames,
-                                2, (lenses & internal::kLensModules) != 0);
+      auto* words = reinterpret_cast<std::uint64_t*>(out);
+      std::size_t n = record::capture_stack(words, record::kMaxStackFrames, 2,
+                                            (lenses & internal::kLensModules) != 0);
+      // Python frames, when the extension installed its provider (stack_capture.h).
+      if (const record::ForeignStackProvider foreign = record::foreign_stack_provider()) {
+        n = foreign(words, n, record::kMaxStackFrames);
+      }
       internal::Record* h = internal::blob_header();
       h->start = 0;
       h->end = n * sizeof(std::uint64_t);

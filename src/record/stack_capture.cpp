@@ -53,6 +53,8 @@ constinit thread_local StackBounds t_bounds __attribute__((tls_model("initial-ex
 // 0xFF: not decided yet (the environment is read at the first capture).
 std::atomic<std::uint8_t> g_unwinder{0xFF};
 
+std::atomic<ForeignStackProvider> g_foreign_stack{nullptr};
+
 // Looks the bounds up. pthread_getattr_np allocates (its affinity mask) and, on the main
 // thread, reads /proc/self/maps: once per thread, out of line.
 [[gnu::noinline, gnu::cold]] void look_up_bounds() noexcept {
@@ -87,7 +89,7 @@ struct Emitter {
       : out(o), max(m), module(chain) {
     for (const internal::ModuleFrame* f = chain; f != nullptr && modules_left < max;
          f = f->parent) {
-      ++modules_left;
+      if (f->stack_address != nullptr) ++modules_left;
     }
   }
   // Room for one more native frame, keeping room for the modules not placed yet.
@@ -95,10 +97,10 @@ struct Emitter {
   // Places the modules whose scope lies below `bound` (they belong to the frame about to be
   // written, or to frames it called).
   void modules_below(std::uintptr_t bound) noexcept {
-    while (module != nullptr && modules_left > 0 &&
-           reinterpret_cast<std::uintptr_t>(module->stack_address) < bound) {
+    for (; module != nullptr && modules_left > 0; module = module->parent) {
+      if (module->stack_address == nullptr) continue;  // foreign: the provider places it
+      if (reinterpret_cast<std::uintptr_t>(module->stack_address) >= bound) break;
       out[n++] = kLabelFrameBit | module->label_id;
-      module = module->parent;
       --modules_left;
     }
   }
@@ -160,6 +162,14 @@ _Unwind_Reason_Code on_dwarf_frame(_Unwind_Context* context, void* arg) {
 }
 
 }  // namespace
+
+void set_foreign_stack_provider(ForeignStackProvider provider) noexcept {
+  g_foreign_stack.store(provider, std::memory_order_release);
+}
+
+ForeignStackProvider foreign_stack_provider() noexcept {
+  return g_foreign_stack.load(std::memory_order_acquire);
+}
 
 void set_unwinder(Unwinder u) noexcept {
   g_unwinder.store(static_cast<std::uint8_t>(u), std::memory_order_relaxed);

@@ -21,7 +21,8 @@ namespace opscope::record {
 inline constexpr std::size_t kMaxStackFrames = 64;
 
 // A frame word is a native return address, or kLabelFrameBit | an interned label id (module
-// frames "nn.Module: Linear_0"; later Python frames). User-space addresses never set bit 63.
+// frames "nn.Module: Linear_0"; Python frames "train.py(12): step", from the foreign stack
+// provider below). User-space addresses never set bit 63.
 inline constexpr std::uint64_t kLabelFrameBit = 1ull << 63;
 
 // Writes the calling thread's stack into `out`, innermost first, as return addresses (each
@@ -34,7 +35,8 @@ inline constexpr std::uint64_t kLabelFrameBit = 1ull << 63;
 // With `with_modules`, the thread's entered modules (opscope/module.h, internal::t_module)
 // are placed as label words between the native frame of the function whose stack frame holds
 // the ModuleScope and the frames that function called: innermost first, a module's word comes
-// right before its owner's return address. Modules whose owner lies beyond the captured
+// right before its owner's return address. Modules entered by foreign code (stack_address
+// nullptr) are skipped: the foreign stack provider places them among its own frames. Modules whose owner lies beyond the captured
 // frames (the depth limit) are put at the outer end, in order; room is kept for them, so a
 // deep stack gives up native frames, never modules. When the frame-pointer chain stops early
 // the outermost frame found is taken as the owner of the modules still unplaced (the chain
@@ -51,6 +53,31 @@ inline constexpr std::uint64_t kLabelFrameBit = 1ull << 63;
 // kFramePointers (25 ns for 10 frames), about 100 times that with kDwarf (stack_capture.cpp).
 std::size_t capture_stack(std::uint64_t* out, std::size_t max, std::size_t skip,
                           bool with_modules) noexcept;
+
+// Frames of a foreign runtime (Python) that the native walk cannot name.
+//
+// A language runtime that embeds opscope (the Python extension, python/src/python_stacks.cpp)
+// installs one provider for the process. When a with_stack session records a range, the
+// range's native words (capture_stack's, innermost first) are handed to the provider, which
+// may cut them and append its own label words (kLabelFrameBit | interned "file.py(12): f"),
+// and returns the new count (at most `max`). The Python provider replaces the interpreter's
+// native frames, and everything outside them, by the thread's Python frames: Python code is
+// the outer caller of the native code it runs, so its frames come after the native ones.
+//
+// The provider runs on the hot path of a recorded range (only with with_stack), on the thread
+// that begins the range, inside RecordFunction: it must not throw, must return quickly, and
+// must decide itself whether it may look at its runtime (Python's: only with the GIL held).
+// Module frames whose ModuleFrame::stack_address is nullptr (entered by foreign code, see
+// opscope/module.h) are left to it: capture_stack does not place them.
+//
+// Cost when no provider is installed: one relaxed load per range recorded with with_stack.
+using ForeignStackProvider = std::size_t (*)(std::uint64_t* words, std::size_t n,
+                                             std::size_t max) noexcept;
+
+// Installs `provider` for every thread (nullptr removes it). Thread-safe; the provider must
+// stay callable until the process exits or it is replaced and no range is being begun.
+void set_foreign_stack_provider(ForeignStackProvider provider) noexcept;
+ForeignStackProvider foreign_stack_provider() noexcept;
 
 // How capture_stack walks the stack. Values are stable (they may reach a config file).
 enum class Unwinder : std::uint8_t {
