@@ -1,0 +1,185 @@
+"""Per-call cost of opscope's Python ranges: RecordFunctionFast and record_function.
+
+Each is timed as a `with` statement in a loop, with no session and with a session recording
+(no lenses), next to the same loop over an empty `with` on a trivial context manager (a
+Python class whose __enter__ and __exit__ do nothing), in the same run. The variants run
+interleaved, each repeat a fresh loop of --calls iterations, and the medians over the repeats
+are printed, per call, in nanoseconds, with what each adds over the trivial `with`. The loop's
+own cost (an empty `for` body) is subtracted from every figure. Times are the thread's CPU
+time (time.thread_time_ns), so that other processes on a busy machine do not count.
+
+Run with the built package on the path (Debian's interpreter):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py          # ~20 s
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --quick  # smoke test, ~1 s
+
+Targets (issue 7): <= 300 ns per range with a session active, <= 60 ns added with none.
+"""
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+
+import opscope._C as _C
+
+try:
+    from opscope.profiler import RecordFunctionFast
+except ImportError:  # the package's Python side not built yet: the native type is the same
+    RecordFunctionFast = _C.RecordFunctionFast
+try:
+    from opscope.profiler import record_function
+except ImportError:
+    record_function = None
+
+
+class Trivial:
+    """The baseline: the cheapest context manager Python code can write."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *args):
+        return None
+
+
+def loop_empty(n):
+    for _ in range(n):
+        pass
+
+
+def loop_trivial_with(n):
+    cm = Trivial()
+    for _ in range(n):
+        with cm:
+            pass
+
+
+def loop_rff(n):
+    # As it is written in practice: a new object per use.
+    for _ in range(n):
+        with RecordFunctionFast("bench::rff"):
+            pass
+
+
+def loop_rff_reused(n):
+    rf = RecordFunctionFast("bench::rff_reused")
+    for _ in range(n):
+        with rf:
+            pass
+
+
+def loop_rff_inputs(n):
+    # With inputs: converted only when the session records shapes (this bench's doesn't).
+    args = [[32, 64], 1.0]
+    for _ in range(n):
+        with RecordFunctionFast("bench::rff_inputs", args):
+            pass
+
+
+def loop_record_function(n):
+    for _ in range(n):
+        with record_function("bench::record_function"):
+            pass
+
+
+VARIANTS = [
+    ("trivial with (baseline)", loop_trivial_with),
+    ("RecordFunctionFast(name)", loop_rff),
+    ("RecordFunctionFast reused", loop_rff_reused),
+    ("RecordFunctionFast(name, inputs)", loop_rff_inputs),
+]
+if record_function is not None:
+    VARIANTS.append(("record_function(name)", loop_record_function))
+
+
+class Session:
+    """A session recording every thread, no lenses: opscope.profiler.profile when the Python
+    side exists, else the native profiler it wraps."""
+
+    def __enter__(self):
+        try:
+            from opscope.profiler import profile
+        except ImportError:
+            profile = None
+        if profile is not None:
+            self.p = profile()
+            self.p.__enter__()
+            self.stop = lambda: self.p.__exit__(None, None, None)
+        else:
+            self.p = _C.Profiler(activities=[_C.ProfilerActivity.CPU])
+            self.p.start()
+            self.stop = self.p.stop
+        return self
+
+    def __exit__(self, *args):
+        self.stop()
+
+
+def time_once(fn, calls):
+    # The thread's CPU time, not the wall clock: on a shared machine the time this thread
+    # spends descheduled is others' work, not the cost of a range.
+    t0 = time.thread_time_ns()
+    fn(calls)
+    return (time.thread_time_ns() - t0) / calls
+
+
+def measure(calls, repeats, active):
+    """Median ns per call of each variant, loop overhead subtracted."""
+    samples = {name: [] for name, _ in VARIANTS}
+    empty = []
+    for _ in range(repeats):
+        # A fresh session per repeat keeps its buffer small (each range is 32 bytes).
+        session = Session() if active else None
+        if session is not None:
+            session.__enter__()
+        try:
+            empty.append(time_once(loop_empty, calls))
+            for name, fn in VARIANTS:
+                samples[name].append(time_once(fn, calls))
+        finally:
+            if session is not None:
+                session.__exit__(None, None, None)
+    overhead = statistics.median(empty)
+    return {name: statistics.median(v) - overhead for name, v in samples.items()}, overhead
+
+
+def report(title, medians, overhead):
+    base = medians["trivial with (baseline)"]
+    print(f"\n{title}  (loop overhead {overhead:.1f} ns/iteration, subtracted)")
+    print(f"  {'variant':36s} {'ns/call':>9s} {'added vs trivial with':>22s} {'ratio':>7s}")
+    for name, ns in medians.items():
+        added = ns - base
+        print(f"  {name:36s} {ns:9.1f} {added:+22.1f} {ns / base:7.2f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=200_000, help="iterations per loop")
+    parser.add_argument("--repeats", type=int, default=15, help="loops per variant (median)")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: few short loops")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.repeats = 20_000, 3
+
+    gc.disable()  # a collection inside one loop would be its outlier
+    print(f"python {sys.version.split()[0]}, {args.calls} calls per loop, "
+          f"median of {args.repeats} loops")
+    inactive, overhead_inactive = measure(args.calls, args.repeats, active=False)
+    active, overhead_active = measure(args.calls, args.repeats, active=True)
+    report("No session", inactive, overhead_inactive)
+    report("Session active (no lenses)", active, overhead_active)
+
+    rff_idle = inactive["RecordFunctionFast(name)"] - inactive["trivial with (baseline)"]
+    rff_active = active["RecordFunctionFast(name)"]
+    print(f"\nRecordFunctionFast: {rff_active:.0f} ns per range with a session (target <= 300), "
+          f"{rff_idle:+.0f} ns over a trivial with without one (target <= +60)")
+    if record_function is not None:
+        rf_idle = inactive["record_function(name)"] - inactive["trivial with (baseline)"]
+        print(f"record_function: {active['record_function(name)']:.0f} ns per range with a "
+              f"session, {rf_idle:+.0f} ns over a trivial with without one")
+
+
+if __name__ == "__main__":
+    main()
