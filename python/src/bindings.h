@@ -6,6 +6,19 @@
 
 namespace opscope::python {
 
+// Errors and warnings: opscope::Error as RuntimeError, the warning handler as Python warnings
+// (python/src/errors.cpp).
+void bind_errors(pybind11::module_& m);
+// Profiler, schedules, activities, ExecutionTraceObserver (python/src/profiler.cpp).
+void bind_profiler(pybind11::module_& m);
+// What a finished window holds: EventList, FunctionEvent, KeyAverages
+// (python/src/results.cpp).
+void bind_results(pybind11::module_& m);
+// The record_function context manager's native part (python/src/record_function.cpp).
+void bind_record_function(pybind11::module_& m);
+// Helpers the tests drive: ranges recorded by C++ threads (python/src/testing.cpp).
+void bind_testing(pybind11::module_& m);
+
 // RecordFunctionFast: a C-level context manager type (python/src/record_function_fast.cpp).
 void bind_record_function_fast(pybind11::module_& m);
 // opscope.traceback: capture() and the CapturedTraceback type (python/src/traceback.cpp).

@@ -1,0 +1,173 @@
+# Typing stubs for opscope._C, the native module behind opscope.profiler.
+# Times are float microseconds unless a name ends in _ns.
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union, overload
+import enum
+
+__version__: str
+
+class ProfilerActivity(enum.IntEnum):
+    CPU = 0
+    CUDA = 1
+
+def supported_activities() -> List[ProfilerActivity]: ...
+def set_distributed_info(json: str) -> None: ...
+def distributed_info() -> str: ...
+def _warn(message: str) -> None: ...
+
+class Schedule:
+    def __call__(self, step: int) -> int: ...
+
+def schedule(
+    *, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0
+) -> Schedule: ...
+def default_schedule() -> Schedule: ...
+
+class ExperimentalConfig:
+    buffer_limit_bytes: int
+    record_all_threads: bool
+    def __init__(self, *, buffer_limit_bytes: int = ..., record_all_threads: bool = True) -> None: ...
+
+class ExecutionTraceObserver:
+    def __init__(self) -> None: ...
+    def register_callback(self, output_file_path: str) -> ExecutionTraceObserver: ...
+    def unregister_callback(self) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def cleanup(self) -> None: ...
+    def is_registered(self) -> bool: ...
+    def is_running(self) -> bool: ...
+    def get_output_file_path(self) -> str: ...
+
+class FunctionEvent:
+    id: int
+    name: str
+    key: str
+    kind: str  # "range", "async_range", "instant", "memory"
+    scope: str  # "FUNCTION", "USER_SCOPE", ...
+    is_async: bool
+    is_user_annotation: bool
+    thread: int  # OS thread id (threading.get_native_id())
+    thread_name: str
+    start_ns: int  # since the Unix epoch
+    end_ns: int
+    start_us: float  # since the window's start
+    end_us: float
+    cpu_time_total: float
+    self_cpu_time_total: float
+    sequence_nr: int
+    fwd_thread: int
+    cpu_parent: Optional[FunctionEvent]
+    cpu_children: List[FunctionEvent]
+    input_shapes: List[List[Any]]
+    input_types: List[str]
+    concrete_inputs: List[str]
+    stack: List[str]  # innermost frame first
+    module_hierarchy: str
+    flops: int
+    memory_bytes: int
+    device_type: str
+    node_id: int
+
+class EventList(Sequence[FunctionEvent]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> FunctionEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[FunctionEvent]: ...
+    def __iter__(self) -> Iterator[FunctionEvent]: ...
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> KeyAverages: ...
+
+class FunctionEventAvg:
+    key: str
+    count: int
+    cpu_time_total: float
+    self_cpu_time_total: float
+    cpu_time: float  # average per call
+    cpu_memory_usage: int
+    self_cpu_memory_usage: int
+    flops: int
+    input_shapes: str
+    stack: List[str]
+    node_id: int
+    is_async: bool
+
+class KeyAverages(Sequence[FunctionEventAvg]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> FunctionEventAvg: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[FunctionEventAvg]: ...
+    def __iter__(self) -> Iterator[FunctionEventAvg]: ...
+    def table(
+        self,
+        sort_by: Optional[str] = None,
+        row_limit: int = 100,
+        max_src_column_width: int = 75,
+        max_name_column_width: int = 55,
+        max_shapes_column_width: int = 80,
+        header: Optional[str] = None,
+        top_level_events_only: bool = False,
+    ) -> str: ...
+
+class Result:
+    metadata: List[Tuple[str, str]]
+    pid: int
+    start_time_ns: int
+    end_time_ns: int
+    threads: List[Tuple[int, str]]
+    def events(self) -> EventList: ...
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> KeyAverages: ...
+    def export_chrome_trace(self, path: str) -> None: ...
+    def chrome_trace_json(self) -> str: ...
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None: ...
+    def export_memory_timeline(self, path: str, device: str = "cpu") -> None: ...
+
+class Profiler:
+    step_num: int
+    current_action: int
+    is_started: bool
+    def __init__(
+        self,
+        activities: List[ProfilerActivity],
+        schedule: Union[Schedule, Callable[[int], Any], None] = None,
+        on_trace_ready: Optional[Callable[[], None]] = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        experimental_config: Optional[ExperimentalConfig] = None,
+        execution_trace_observer: Optional[ExecutionTraceObserver] = None,
+    ) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def step(self) -> None: ...
+    def result(self) -> Result: ...
+    def has_result(self) -> bool: ...
+    def add_metadata(self, key: str, value: str) -> None: ...
+    def add_metadata_json(self, key: str, value: str) -> None: ...
+    def preset_metadata_json(self, key: str, value: str) -> None: ...
+    def stats(self) -> dict: ...
+
+class _RecordFunction:
+    name: str
+    args: Optional[str]
+    def __init__(self, name: str, args: Optional[str] = None) -> None: ...
+    def __enter__(self) -> _RecordFunction: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class RecordFunctionFast:
+    def __init__(
+        self,
+        name: str,
+        input_values: Optional[Union[list, tuple]] = None,
+        keyword_values: Optional[dict] = None,
+    ) -> None: ...
+    def __enter__(self) -> None: ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+def _run_native_threads(threads: int, outer: str, inner: str, inner_count: int) -> List[int]: ...

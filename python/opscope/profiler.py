@@ -1,0 +1,495 @@
+"""opscope.profiler: torch.profiler's API over opscope, for plain Python code.
+
+The names, arguments and behaviour follow ``torch.profiler`` (profile, schedule,
+ProfilerAction, ProfilerActivity, tensorboard_trace_handler, record_function,
+ExecutionTraceObserver), so code written for it runs with ``import opscope.profiler as
+profiler`` in its place::
+
+    import opscope.profiler as profiler
+
+    def trace_handler(prof):
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+
+    with profiler.profile(
+        schedule=profiler.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=trace_handler,
+    ) as p:
+        for step in range(8):
+            with profiler.record_function("train_step"):
+                train_step()
+            p.step()
+
+The work happens in the native module (opscope._C): ranges are recorded by C++ on every
+thread (Python threads and C++ threads alike) into one session; stopping, exports and tables
+run with the GIL released. What differs from torch.profiler is listed in python/README.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import time
+import weakref
+from enum import Enum
+from typing import Any, Callable, Dict, Iterable, Optional
+
+from . import _C
+
+__all__ = [
+    "supported_activities",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "schedule",
+    "tensorboard_trace_handler",
+    "profile",
+    "record_function",
+    "RecordFunctionFast",
+    "ExecutionTraceObserver",
+    "ExperimentalConfig",
+    "_ExperimentalConfig",
+]
+
+PROFILER_STEP_NAME = "ProfilerStep"
+
+ProfilerActivity = _C.ProfilerActivity
+ExperimentalConfig = _C.ExperimentalConfig
+# torch.profiler's spelling.
+_ExperimentalConfig = _C.ExperimentalConfig
+RecordFunctionFast = _C.RecordFunctionFast
+
+_STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
+
+
+def supported_activities() -> set:
+    """Returns the set of activities this build can record.
+
+    ``ProfilerActivity.CPU`` always; ``ProfilerActivity.CUDA`` is accepted by ``profile`` but
+    not recorded until opscope has a GPU backend (a warning says so, and the trace lists it
+    under ``"opscope_not_recorded"``).
+    """
+    return set(_C.supported_activities())
+
+
+class ProfilerAction(Enum):
+    """Profiler actions that can be taken at the specified intervals."""
+
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+class _Schedule:
+    """The callable ``schedule()`` returns: step number -> ProfilerAction.
+
+    Backed by opscope's C++ schedule, so a ``profile`` given one steps without calling back
+    into Python.
+    """
+
+    __slots__ = ("_native", "_repr")
+
+    def __init__(self, native: _C.Schedule, description: str):
+        self._native = native
+        self._repr = description
+
+    def __call__(self, step: int) -> ProfilerAction:
+        return ProfilerAction(self._native(step))
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
+def schedule(
+    *, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0
+) -> Callable[[int], ProfilerAction]:
+    """Returns a callable that can be used as profiler ``schedule`` argument.
+
+    The profiler will skip the first ``skip_first`` steps, then wait for ``wait`` steps, then
+    do the warmup for the next ``warmup`` steps, then do the active recording for the next
+    ``active`` steps and then repeat the cycle starting with ``wait`` steps. The optional
+    number of cycles is specified with the ``repeat`` parameter, the zero value means that the
+    cycles will continue until the profiling is finished. The last active step of each cycle
+    is ``RECORD_AND_SAVE``: the window ends there and ``on_trace_ready`` is called.
+
+    Raises ValueError ("Invalid profiler schedule arguments: ...") when wait, warmup, repeat
+    or skip_first is negative or active is not positive; warns when warmup is 0.
+    """
+    native = _C.schedule(
+        wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
+    )
+    return _Schedule(
+        native,
+        f"schedule(wait={wait}, warmup={warmup}, active={active}, repeat={repeat}, "
+        f"skip_first={skip_first})",
+    )
+
+
+def _default_schedule_fn(_: int) -> ProfilerAction:
+    """Default profiler behavior: records every step, from start to stop."""
+    return ProfilerAction.RECORD
+
+
+def tensorboard_trace_handler(
+    dir_name: str, worker_name: Optional[str] = None, use_gzip: bool = False
+) -> Callable[[Any], None]:
+    """Returns an ``on_trace_ready`` handler that writes each window to ``dir_name``.
+
+    Files are named ``<worker_name>.<time_ns>.pt.trace.json`` (``.gz`` appended with
+    ``use_gzip``), which TensorBoard's profiler plugin finds when given ``dir_name`` as its
+    logdir. ``worker_name`` should be unique for each worker in distributed scenario; it
+    defaults to ``<hostname>_<pid>``. The directory is created when needed; the handler
+    raises RuntimeError ("Can't create directory: <dir_name>") when it cannot be.
+    """
+    if not dir_name:
+        raise ValueError(
+            "tensorboard_trace_handler: dir_name is empty; give the log directory to write to"
+        )
+
+    def handler_fn(prof) -> None:
+        nonlocal worker_name
+        if not os.path.isdir(dir_name):
+            try:
+                os.makedirs(dir_name, exist_ok=True)
+            except Exception as e:
+                raise RuntimeError("Can't create directory: " + dir_name) from e
+        if not worker_name:
+            worker_name = f"{socket.gethostname()}_{os.getpid()}"
+        # Nanoseconds keep two windows of one worker from sharing a name.
+        file_name = f"{worker_name}.{time.time_ns()}.pt.trace.json"
+        if use_gzip:
+            file_name = file_name + ".gz"
+        prof.export_chrome_trace(os.path.join(dir_name, file_name))
+
+    return handler_fn
+
+
+class record_function(_C._RecordFunction):
+    """Context manager and decorator that records a named range (a USER_SCOPE range, shown
+    as ``user_annotation`` in traces).
+
+    Args:
+        name (str): the range's name, as shown in tables and traces.
+        args (str, optional): recorded as the range's one input when the session records
+            inputs (``record_shapes=True``): "Concrete Inputs" in the trace.
+
+    Example::
+
+        with record_function("load_batch"):
+            batch = load()
+
+        @record_function("forward")
+        def forward(x):
+            ...
+
+    Entering costs one check when no session is active. An object is entered at most once at
+    a time; as a decorator, every call records its own range.
+    """
+
+    def __call__(self, func: Callable) -> Callable:
+        name, args = self.name, self.args
+
+        @functools.wraps(func)
+        def wrapped(*a, **kw):
+            with _C._RecordFunction(name, args):
+                return func(*a, **kw)
+
+        return wrapped
+
+    def __repr__(self) -> str:
+        return f"record_function({self.name!r})"
+
+
+class ExecutionTraceObserver:
+    """Execution Trace Observer: the program as a graph (Chakra ET JSON), one node per range.
+
+    Each process can have a single ExecutionTraceObserver instance. The observer can be added
+    to record function callbacks via calling ``register_callback()`` explicitly. Without
+    calling ``unregister_callback()``, repeated calls to ``register_callback()`` will not add
+    additional observers to record function callbacks. Once an ExecutionTraceObserver is
+    created, the ``start()`` and ``stop()`` methods control when the event data is recorded.
+
+    Deleting or calling ``unregister_callback()`` will remove the observer from the record
+    function callbacks, finalize the output file, and will stop incurring any overheads.
+
+    Given to ``profile(execution_trace_observer=...)``, it records the same windows as the
+    profiler and is cleaned up when the profile exits.
+    """
+
+    def __init__(self):
+        self._native = _C.ExecutionTraceObserver()
+
+    def __del__(self):
+        native = getattr(self, "_native", None)
+        if native is not None:
+            native.unregister_callback()
+
+    def register_callback(self, output_file_path: str) -> "ExecutionTraceObserver":
+        """Adds the observer; its data is written to ``output_file_path``.
+
+        Raises RuntimeError when the path cannot be written or another observer is registered
+        in this process.
+        """
+        self._native.register_callback(output_file_path)
+        return self
+
+    def unregister_callback(self) -> None:
+        """Removes the observer and writes the complete file to its path."""
+        self._native.unregister_callback()
+
+    @property
+    def is_registered(self) -> bool:
+        """True when the observer is registered."""
+        return self._native.is_registered()
+
+    def is_running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
+        return self._native.is_running()
+
+    def start(self) -> None:
+        """Starts recording (only when registered)."""
+        self._native.start()
+
+    def stop(self) -> None:
+        """Stops recording."""
+        self._native.stop()
+
+    def cleanup(self) -> None:
+        """Calls ``unregister_callback()``."""
+        self._native.cleanup()
+
+    def get_output_file_path(self) -> str:
+        """The path given to ``register_callback()``; RuntimeError when not registered."""
+        return self._native.get_output_file_path()
+
+
+def _trace_ready_of(ref: "weakref.ReferenceType[profile]") -> Callable[[], None]:
+    # The native profiler holds this callable; a weak reference keeps it from holding the
+    # profile object alive (profile -> native -> callable -> profile).
+    def trace_ready() -> None:
+        prof = ref()
+        if prof is not None and prof.on_trace_ready is not None:
+            prof.on_trace_ready(prof)
+
+    return trace_ready
+
+
+class profile:
+    """Profiler context manager.
+
+    Args:
+        activities (iterable): activity groups to record: ``ProfilerActivity.CPU`` (and
+            ``ProfilerActivity.CUDA``, accepted but not recorded yet). Default:
+            ``supported_activities()``.
+        schedule (Callable): takes the step number (int) and returns the ``ProfilerAction``
+            to perform at that step; ``schedule()`` builds one. Default: record every step.
+        on_trace_ready (Callable): called with this profile object at each step when
+            ``schedule`` returns ``ProfilerAction.RECORD_AND_SAVE``, and when the profile
+            stops while recording. ``tensorboard_trace_handler()`` builds one.
+        record_shapes (bool): record the inputs given to ranges (``record_function``'s
+            ``args``, ``RecordFunctionFast``'s input values).
+        profile_memory (bool): record allocation reports (C++ code that reports memory).
+        with_stack (bool): record the call stack of each range.
+        with_flops (bool): estimate FLOPs of ranges from their inputs.
+        with_modules (bool): record the module hierarchy of each range.
+        experimental_config (ExperimentalConfig): opscope's extra options (buffer limit,
+            recording all threads or only the starting one).
+        execution_trace_observer (ExecutionTraceObserver): started and stopped with each
+            recording window, cleaned up when the profile exits.
+
+    Every step is wrapped in a ``ProfilerStep#<n>`` range. Ranges from every thread land in
+    the same session; opscope records one session at a time per process, so starting a
+    second profile while one records raises RuntimeError.
+
+    Example::
+
+        with profile(schedule=schedule(wait=1, warmup=1, active=2),
+                     on_trace_ready=tensorboard_trace_handler("./log")) as p:
+            for batch in data:
+                train(batch)
+                p.step()
+    """
+
+    def __init__(
+        self,
+        *,
+        activities: Optional[Iterable[Any]] = None,
+        schedule: Optional[Callable[[int], ProfilerAction]] = None,
+        on_trace_ready: Optional[Callable[..., Any]] = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        experimental_config: Optional[ExperimentalConfig] = None,
+        execution_trace_observer: Optional[ExecutionTraceObserver] = None,
+    ):
+        self.activities = set(activities) if activities else supported_activities()
+        for activity in self.activities:
+            if not isinstance(activity, ProfilerActivity):
+                raise ValueError(
+                    f"activities must hold ProfilerActivity values (CPU, CUDA), got {activity!r}"
+                )
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise TypeError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
+        self.schedule = schedule if schedule is not None else _default_schedule_fn
+        self.on_trace_ready = on_trace_ready
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.with_flops = with_flops
+        self.with_modules = with_modules
+        self.experimental_config = experimental_config
+        if execution_trace_observer is not None and not isinstance(
+            execution_trace_observer, ExecutionTraceObserver
+        ):
+            raise TypeError(
+                "execution_trace_observer must be an opscope.profiler.ExecutionTraceObserver, "
+                f"got {type(execution_trace_observer).__name__}"
+            )
+        self.execution_trace_observer = execution_trace_observer
+        self.preset_metadata: Dict[str, str] = {}
+
+        if schedule is None:
+            native_schedule = None
+        elif isinstance(schedule, _Schedule):
+            native_schedule = schedule._native  # steps without calling into Python
+        else:
+            native_schedule = schedule
+        # Sorted so that the activity list (and the warning about unrecorded ones) is stable.
+        ordered = sorted(self.activities, key=lambda a: int(a))
+        self._native = _C.Profiler(
+            activities=ordered,
+            schedule=native_schedule,
+            on_trace_ready=_trace_ready_of(weakref.ref(self)) if on_trace_ready else None,
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_flops=with_flops,
+            with_modules=with_modules,
+            experimental_config=experimental_config,
+            execution_trace_observer=(
+                execution_trace_observer._native if execution_trace_observer else None
+            ),
+        )
+
+        # profiler.py marks each trace with the lenses it was recorded with ("record_shapes":
+        # 1, ...); as preset metadata they reach every window this profile records.
+        for lens in ("profile_memory", "with_stack", "record_shapes", "with_modules", "with_flops"):
+            if getattr(self, lens):
+                self._native.preset_metadata_json(lens, "1")
+
+    # -- control ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "profile":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        self.stop()
+        if self.execution_trace_observer:
+            self.execution_trace_observer.cleanup()
+
+    def start(self) -> None:
+        """Starts the schedule at step 0 (and a recording window if step 0 records).
+
+        Raises RuntimeError when already started or when another session records in this
+        process.
+        """
+        self._native.start()
+
+    def stop(self) -> None:
+        """Ends the current step and the schedule; ``on_trace_ready`` runs if a window was
+        recording. Warns when ``on_trace_ready`` was given but never called."""
+        self._native.stop()
+
+    def step(self) -> None:
+        """Signals the profiler that the next profiling step has started."""
+        self._native.step()
+
+    @property
+    def step_num(self) -> int:
+        """The current step: 0 after ``start()``, one more after each ``step()``."""
+        return self._native.step_num
+
+    @property
+    def current_action(self) -> ProfilerAction:
+        """What the schedule does at ``step_num``."""
+        return ProfilerAction(self._native.current_action)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def _result(self) -> _C.Result:
+        # RuntimeError, naming the reason, when no window has finished yet.
+        return self._native.result()
+
+    def events(self) -> _C.EventList:
+        """The unaggregated events of the last finished window (a sequence of FunctionEvent:
+        name, thread, start_us, cpu_time_total, cpu_parent, cpu_children, input_shapes,
+        stack, ...)."""
+        return self._result().events()
+
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> _C.KeyAverages:
+        """Averages the events of the last window by name, and by input shapes and the
+        innermost ``group_by_stack_n`` stack frames when asked.
+
+        Needs ``record_shapes`` for input shapes and ``with_stack`` for stacks. The result's
+        ``table(sort_by=None, row_limit=100, ...)`` renders the operator table.
+        """
+        return self._result().key_averages(group_by_input_shape, group_by_stack_n)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Exports the last window as a Chrome/Perfetto trace (gzip when path ends in .gz)."""
+        self._result().export_chrome_trace(os.fspath(path))
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """Save stack traces to a file, in the collapsed format flame-graph tools read.
+
+        Args:
+            path (str): save stacks file to this location;
+            metric (str): metric to use: "self_cpu_time_total" or "self_cuda_time_total"
+        """
+        if metric not in _STACK_METRICS:
+            raise ValueError(
+                f"export_stacks: unknown metric '{metric}'; use {_STACK_METRICS[0]} or "
+                f"{_STACK_METRICS[1]}"
+            )
+        self._result().export_stacks(os.fspath(path), metric)
+
+    def export_memory_timeline(self, path: str, device: Optional[str] = None) -> None:
+        """Exports the memory timeline of ``device`` (default "cpu"); the format follows the
+        suffix: ``.html``, ``.json``, ``.json.gz`` or ``.raw.json.gz``.
+
+        Needs record_shapes, profile_memory and with_stack (ValueError otherwise).
+        """
+        required = ("record_shapes", "profile_memory", "with_stack")
+        missing = [f"{name}=True" for name in required if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} required for memory profiling.")
+        self._result().export_memory_timeline(os.fspath(path), device or "cpu")
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """Adds user-defined metadata with a string key and value to the trace file."""
+        self._native.add_metadata(key, value)
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """Adds user-defined metadata with a string key and a valid JSON value to the trace
+        file (ValueError when ``value`` is not valid JSON)."""
+        self._native.add_metadata_json(key, value)
+
+    def preset_metadata_json(self, key: str, value: str) -> None:
+        """Presets user-defined metadata, added to every window this profile records
+        (ValueError when ``value`` is not valid JSON)."""
+        self._native.preset_metadata_json(key, value)
+        self.preset_metadata[key] = value
+
+    def _stats(self) -> Optional[dict]:
+        """Counts of the last window: events recorded and dropped, buffer bytes; None before
+        a window has finished."""
+        if not self._native.has_result():
+            return None
+        return self._native.stats()

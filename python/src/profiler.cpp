@@ -1,0 +1,298 @@
+// The session layer for Python: Profiler, schedules, activities, ExperimentalConfig and the
+// ExecutionTraceObserver. opscope.profiler.profile drives _C.Profiler; the transition table,
+// the ProfilerStep#N ranges and the warnings are the C++ Profiler's own.
+//
+// The GIL: every Profiler method runs with the GIL released (stopping and exporting may take
+// a while, and other Python threads keep recording meanwhile), and takes the profiler's own
+// mutex after releasing it. The Python callables a Profiler calls back (a Python schedule,
+// on_trace_ready) take the GIL again for the call. Releasing before locking is what keeps a
+// callback that needs the GIL from deadlocking against a thread that holds the GIL and waits
+// for the mutex; the mutex is recursive so that on_trace_ready may call the profiler back
+// (export_chrome_trace, key_averages).
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "common.h"
+#include "opscope/execution_trace.h"
+#include "opscope/profiler.h"
+#include "opscope/schedule.h"
+#include "results.h"
+
+namespace opscope::python {
+
+namespace {
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+// A schedule made in C++ (opscope.profiler.schedule()): a Profiler given one steps without
+// touching Python.
+struct NativeSchedule {
+  Schedule fn;
+};
+
+// The action a Python schedule returned: an opscope.profiler.ProfilerAction (an Enum, read
+// through .value) or its integer value.
+ProfilerAction to_action(const py::object& returned) {
+  py::object value = py::hasattr(returned, "value") ? returned.attr("value") : returned;
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    throw py::type_error("schedule must return a ProfilerAction, got " +
+                         std::string(py::repr(returned)));
+  }
+  const long action = value.cast<long>();
+  if (action < 0 || action > static_cast<long>(ProfilerAction::kRecordAndSave)) {
+    throw py::value_error("schedule returned " + std::string(py::repr(returned)) +
+                          ", which is not a ProfilerAction (NONE=0, WARMUP=1, RECORD=2, "
+                          "RECORD_AND_SAVE=3)");
+  }
+  return static_cast<ProfilerAction>(action);
+}
+
+Schedule to_schedule(const py::object& schedule) {
+  if (schedule.is_none()) return default_schedule();
+  if (py::isinstance<NativeSchedule>(schedule)) return schedule.cast<const NativeSchedule&>().fn;
+  if (!PyCallable_Check(schedule.ptr())) {
+    throw py::type_error("schedule must be a callable taking the step number, got " +
+                         std::string(py::repr(schedule)));
+  }
+  auto fn = std::make_shared<PyRef>(schedule);
+  return [fn](std::int64_t step) {
+    py::gil_scoped_acquire gil;
+    return to_action(fn->get()(step));
+  };
+}
+
+// The native profiler and the lock its methods take (see the top of this file).
+struct PyProfiler {
+  explicit PyProfiler(ProfilerConfig config) : profiler(std::move(config)) {}
+  Profiler profiler;
+  std::recursive_mutex mutex;
+};
+
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+std::unique_ptr<PyProfiler> make_profiler(
+    std::vector<ActivityType> activities, const py::object& schedule,
+    const py::object& on_trace_ready, bool record_shapes, bool profile_memory, bool with_stack,
+    bool with_flops, bool with_modules, std::optional<ExperimentalConfig> experimental,
+    const py::object& execution_trace_observer) {
+  ProfilerConfig config;
+  config.activities = std::move(activities);
+  config.schedule = to_schedule(schedule);
+  if (!on_trace_ready.is_none()) {
+    if (!PyCallable_Check(on_trace_ready.ptr())) {
+      throw py::type_error("on_trace_ready must be callable, got " +
+                           std::string(py::repr(on_trace_ready)));
+    }
+    // Called with no arguments: the Python side binds the profile object it should receive.
+    auto fn = std::make_shared<PyRef>(on_trace_ready);
+    config.on_trace_ready = [fn](Profiler&) {
+      py::gil_scoped_acquire gil;
+      fn->get()();
+    };
+  }
+  config.record_shapes = record_shapes;
+  config.profile_memory = profile_memory;
+  config.with_stack = with_stack;
+  config.with_flops = with_flops;
+  config.with_modules = with_modules;
+  if (experimental) config.experimental = *experimental;
+  if (!execution_trace_observer.is_none()) {
+    if (!py::isinstance<ExecutionTraceObserver>(execution_trace_observer)) {
+      throw py::type_error(
+          "execution_trace_observer must be an opscope ExecutionTraceObserver, got " +
+          std::string(py::repr(execution_trace_observer)));
+    }
+    config.execution_trace_observer =
+        execution_trace_observer.cast<std::shared_ptr<ExecutionTraceObserver>>();
+  }
+  return std::make_unique<PyProfiler>(std::move(config));
+}
+
+py::dict stats_dict(const SessionStats& s) {
+  py::dict d;
+  d["events_recorded"] = s.events_recorded;
+  d["events_dropped"] = s.events_dropped;
+  d["buffer_bytes"] = s.buffer_bytes;
+  d["buffer_limit_bytes"] = s.buffer_limit_bytes;
+  d["not_recorded"] = s.not_recorded;
+  return d;
+}
+
+}  // namespace
+
+void bind_profiler(py::module_& m) {
+  py::enum_<ActivityType>(m, "ProfilerActivity", "What a profiling session records.")
+      .value("CPU", ActivityType::kCPU)
+      .value("CUDA", ActivityType::kCUDA);
+
+  m.def("supported_activities", &supported_activities,
+        "The activities this build can record (CPU; CUDA once a GPU backend exists).");
+
+  m.def(
+      "set_distributed_info",
+      [](const std::string& json) { value_errors([&] { set_distributed_info(json); }); },
+      py::arg("json"),
+      "States the process's distributed setup (a JSON object); added to every window's "
+      "metadata as \"distributedInfo\". An empty string clears it.");
+  m.def("distributed_info", &distributed_info);
+
+  py::class_<NativeSchedule>(m, "Schedule", "A schedule built by opscope.profiler.schedule().")
+      .def(
+          "__call__",
+          [](const NativeSchedule& s, std::int64_t step) {
+            return static_cast<int>(value_errors([&] { return s.fn(step); }));
+          },
+          py::arg("step"), "The action (an int, ProfilerAction's value) at `step`.");
+  m.def(
+      "schedule",
+      [](std::int64_t wait, std::int64_t warmup, std::int64_t active, std::int64_t repeat,
+         std::int64_t skip_first) {
+        return NativeSchedule{value_errors([&] {
+          return schedule({.wait = wait,
+                           .warmup = warmup,
+                           .active = active,
+                           .repeat = repeat,
+                           .skip_first = skip_first});
+        })};
+      },
+      py::kw_only(), py::arg("wait"), py::arg("warmup"), py::arg("active"), py::arg("repeat") = 0,
+      py::arg("skip_first") = 0);
+  m.def("default_schedule", [] { return NativeSchedule{default_schedule()}; });
+
+  py::class_<ExperimentalConfig>(m, "ExperimentalConfig",
+                                 "Options beyond torch.profiler's: buffer limit, thread scope.")
+      .def(py::init([](std::uint64_t buffer_limit_bytes, bool record_all_threads) {
+             return ExperimentalConfig{.buffer_limit_bytes = buffer_limit_bytes,
+                                       .record_all_threads = record_all_threads};
+           }),
+           py::kw_only(), py::arg("buffer_limit_bytes") = ExperimentalConfig{}.buffer_limit_bytes,
+           py::arg("record_all_threads") = true)
+      .def_readwrite("buffer_limit_bytes", &ExperimentalConfig::buffer_limit_bytes)
+      .def_readwrite("record_all_threads", &ExperimentalConfig::record_all_threads)
+      .def("__repr__", [](const ExperimentalConfig& c) {
+        return "ExperimentalConfig(buffer_limit_bytes=" + std::to_string(c.buffer_limit_bytes) +
+               ", record_all_threads=" + (c.record_all_threads ? "True" : "False") + ")";
+      });
+
+  py::class_<ExecutionTraceObserver, std::shared_ptr<ExecutionTraceObserver>>(
+      m, "ExecutionTraceObserver")
+      .def(py::init<>())
+      .def(
+          "register_callback",
+          [](py::object self, const std::string& path) {
+            self.cast<ExecutionTraceObserver&>().register_callback(path);
+            return self;
+          },
+          py::arg("output_file_path"))
+      .def("unregister_callback", &ExecutionTraceObserver::unregister_callback, Release())
+      .def("start", &ExecutionTraceObserver::start)
+      .def("stop", &ExecutionTraceObserver::stop)
+      .def("cleanup", &ExecutionTraceObserver::cleanup, Release())
+      .def("is_registered", &ExecutionTraceObserver::is_registered)
+      .def("is_running", &ExecutionTraceObserver::is_running)
+      .def("get_output_file_path", &ExecutionTraceObserver::get_output_file_path);
+
+  py::class_<PyProfiler>(m, "Profiler", "The native profiler behind opscope.profiler.profile.")
+      .def(py::init(&make_profiler), py::arg("activities"), py::arg("schedule") = py::none(),
+           py::arg("on_trace_ready") = py::none(), py::arg("record_shapes") = false,
+           py::arg("profile_memory") = false, py::arg("with_stack") = false,
+           py::arg("with_flops") = false, py::arg("with_modules") = false,
+           py::arg("experimental_config") = py::none(),
+           py::arg("execution_trace_observer") = py::none())
+      .def(
+          "start",
+          [](PyProfiler& p) {
+            Lock lock(p.mutex);
+            p.profiler.start();
+          },
+          Release())
+      .def(
+          "stop",
+          [](PyProfiler& p) {
+            Lock lock(p.mutex);
+            p.profiler.stop();
+          },
+          Release())
+      .def(
+          "step",
+          [](PyProfiler& p) {
+            Lock lock(p.mutex);
+            p.profiler.step();
+          },
+          Release())
+      .def_property_readonly("step_num",
+                             [](PyProfiler& p) {
+                               py::gil_scoped_release release;
+                               Lock lock(p.mutex);
+                               return p.profiler.step_num();
+                             })
+      .def_property_readonly("current_action",
+                             [](PyProfiler& p) {
+                               py::gil_scoped_release release;
+                               Lock lock(p.mutex);
+                               return static_cast<int>(p.profiler.current_action());
+                             })
+      .def_property_readonly("is_started",
+                             [](PyProfiler& p) {
+                               py::gil_scoped_release release;
+                               Lock lock(p.mutex);
+                               return p.profiler.is_started();
+                             })
+      .def(
+          "result",
+          [](PyProfiler& p) {
+            Lock lock(p.mutex);
+            return std::make_shared<ResultView>(p.profiler.shared_result());
+          },
+          Release(), "The last finished window (RuntimeError when none has finished).")
+      .def(
+          "has_result",
+          [](PyProfiler& p) {
+            Lock lock(p.mutex);
+            try {
+              p.profiler.shared_result();
+              return true;
+            } catch (const Error&) {
+              return false;
+            }
+          },
+          Release())
+      .def(
+          "add_metadata",
+          [](PyProfiler& p, const std::string& key, const std::string& value) {
+            Lock lock(p.mutex);
+            p.profiler.add_metadata(key, value);
+          },
+          py::arg("key"), py::arg("value"), Release())
+      .def(
+          "add_metadata_json",
+          [](PyProfiler& p, const std::string& key, const std::string& json) {
+            Lock lock(p.mutex);
+            value_errors([&] { p.profiler.add_metadata_json(key, json); });
+          },
+          py::arg("key"), py::arg("value"), Release())
+      .def(
+          "preset_metadata_json",
+          [](PyProfiler& p, const std::string& key, const std::string& json) {
+            Lock lock(p.mutex);
+            value_errors([&] { p.profiler.preset_metadata_json(key, json); });
+          },
+          py::arg("key"), py::arg("value"), Release())
+      .def("stats", [](PyProfiler& p) {
+        SessionStats s;
+        {
+          py::gil_scoped_release release;
+          Lock lock(p.mutex);
+          s = p.profiler.stats();
+        }
+        return stats_dict(s);
+      });
+}
+
+}  // namespace opscope::python

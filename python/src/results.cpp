@@ -1,0 +1,320 @@
+// What a finished window holds, for Python: Result (exports), EventList and FunctionEvent
+// (profile.events()), KeyAverages and FunctionEventAvg (profile.key_averages()).
+//
+// Names and units follow torch.autograd.profiler_util where they exist: times as float
+// microseconds (cpu_time_total, self_cpu_time_total, ...), ids, thread ids, input shapes as
+// lists. Everything that can take long (exports, key_averages, table) runs with the GIL
+// released; the objects only read the immutable ProfilerResult.
+#include "results.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "analysis/inputs_text.h"
+#include "analysis/stacks.h"
+#include "bindings.h"
+#include "common.h"
+#include "opscope/export.h"
+#include "opscope/key_averages.h"
+#include "opscope/memory.h"
+
+namespace opscope::python {
+
+std::vector<std::string> ResultView::stack(const Event& event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!symbolizer_) symbolizer_ = std::make_unique<analysis::Symbolizer>();
+  return analysis::stack_text(*result_, event, *symbolizer_);
+}
+
+namespace {
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+double ns_to_us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// One event of a result; keeps the result alive.
+struct FunctionEvent {
+  std::shared_ptr<ResultView> view;
+  std::int32_t index;
+
+  const Event& event() const { return view->result().events()[static_cast<std::size_t>(index)]; }
+  const EventDetail* detail() const { return view->result().detail(event()); }
+};
+
+struct EventList {
+  std::shared_ptr<ResultView> view;
+};
+
+std::string_view kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::kRange: return "range";
+    case EventKind::kAsyncRange: return "async_range";
+    case EventKind::kInstant: return "instant";
+    case EventKind::kMemory: return "memory";
+  }
+  return "unknown";
+}
+
+// A recorded input's shape as torch lists it: the sizes of a tensor, a list of those for a
+// list of tensors, [] for anything else.
+py::list shape_of(const RecordedValue& v) {
+  py::list out;
+  if (v.kind == ValueKind::kTensor) {
+    for (std::int64_t s : v.sizes) out.append(s);
+  } else if (v.kind == ValueKind::kList) {
+    bool tensors = !v.items.empty();
+    for (const RecordedValue& item : v.items) tensors = tensors && item.kind == ValueKind::kTensor;
+    if (tensors) {
+      for (const RecordedValue& item : v.items) out.append(shape_of(item));
+    }
+  }
+  return out;
+}
+
+py::object event_at(const std::shared_ptr<ResultView>& view, std::int32_t index) {
+  if (index < 0) return py::none();
+  return py::cast(FunctionEvent{view, index});
+}
+
+std::int32_t checked_index(const EventList& list, std::int64_t i) {
+  const auto n = static_cast<std::int64_t>(list.view->result().events().size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) throw py::index_error("event index out of range");
+  return static_cast<std::int32_t>(i);
+}
+
+KeyAverages averages(const ResultView& view, bool group_by_input_shape, int group_by_stack_n) {
+  return value_errors(
+      [&] { return key_averages(view.result(), group_by_input_shape, group_by_stack_n); });
+}
+
+std::string table(const KeyAverages& k, const std::optional<std::string>& sort_by, int row_limit,
+                  int max_src_column_width, int max_name_column_width,
+                  int max_shapes_column_width, const std::optional<std::string>& header,
+                  bool top_level_events_only) {
+  TableOptions o;
+  o.sort_by = sort_by.value_or("");
+  o.row_limit = row_limit;
+  o.max_src_column_width = max_src_column_width;
+  o.max_name_column_width = max_name_column_width;
+  o.max_shapes_column_width = max_shapes_column_width;
+  o.header = header.value_or("");
+  o.top_level_events_only = top_level_events_only;
+  return value_errors([&] { return k.table(o); });
+}
+
+}  // namespace
+
+void bind_results(py::module_& m) {
+  py::class_<ResultView, std::shared_ptr<ResultView>>(
+      m, "Result", "One finished recording window (immutable).")
+      .def("events", [](const std::shared_ptr<ResultView>& v) { return EventList{v}; })
+      .def("key_averages", &averages, py::arg("group_by_input_shape") = false,
+           py::arg("group_by_stack_n") = 0, Release())
+      .def(
+          "export_chrome_trace",
+          [](const ResultView& v, const std::string& path) {
+            export_chrome_trace(v.result(), path);
+          },
+          py::arg("path"), Release())
+      .def(
+          "chrome_trace_json",
+          [](const ResultView& v) { return chrome_trace_json(v.result()); }, Release())
+      .def(
+          "export_stacks",
+          [](const ResultView& v, const std::string& path, const std::string& metric) {
+            export_stacks(v.result(), path, metric);
+          },
+          py::arg("path"), py::arg("metric") = "self_cpu_time_total", Release())
+      .def(
+          "export_memory_timeline",
+          [](const ResultView& v, const std::string& path, const std::string& device) {
+            export_memory_timeline(v.result(), path, device);
+          },
+          py::arg("path"), py::arg("device") = "cpu", Release())
+      .def_property_readonly("metadata", [](const ResultView& v) { return v.result().metadata(); })
+      .def_property_readonly("pid", [](const ResultView& v) { return v.result().pid(); })
+      .def_property_readonly("start_time_ns",
+                             [](const ResultView& v) { return v.result().start_time_ns(); })
+      .def_property_readonly("end_time_ns",
+                             [](const ResultView& v) { return v.result().end_time_ns(); })
+      .def_property_readonly("threads", [](const ResultView& v) {
+        py::list out;
+        for (const ThreadInfo& t : v.result().threads()) out.append(py::make_tuple(t.tid, t.name));
+        return out;
+      });
+
+  py::class_<EventList>(m, "EventList",
+                        "The events of a window: by thread, then start time, parents first.")
+      .def("__len__", [](const EventList& l) { return l.view->result().events().size(); })
+      .def("__getitem__",
+           [](const EventList& l, std::int64_t i) {
+             return FunctionEvent{l.view, checked_index(l, i)};
+           })
+      .def(
+          "key_averages",
+          [](const EventList& l, bool by_shape, int by_stack) {
+            return averages(*l.view, by_shape, by_stack);
+          },
+          py::arg("group_by_input_shape") = false, py::arg("group_by_stack_n") = 0, Release());
+
+  py::class_<FunctionEvent>(m, "FunctionEvent", "One recorded event.")
+      .def_property_readonly("id", [](const FunctionEvent& f) { return f.event().handle; })
+      .def_property_readonly("name", [](const FunctionEvent& f) { return f.event().name; })
+      .def_property_readonly("key", [](const FunctionEvent& f) { return f.event().name; })
+      .def_property_readonly("kind", [](const FunctionEvent& f) { return kind_name(f.event().kind); })
+      .def_property_readonly("scope",
+                             [](const FunctionEvent& f) { return scope_name(f.event().scope); })
+      .def_property_readonly("is_async", [](const FunctionEvent& f) {
+        return f.event().kind == EventKind::kAsyncRange;
+      })
+      .def_property_readonly("is_user_annotation", [](const FunctionEvent& f) {
+        return f.event().scope == RecordScope::kUserScope;
+      })
+      .def_property_readonly("thread",
+                             [](const FunctionEvent& f) {
+                               return f.view->result().threads()[f.event().thread].tid;
+                             })
+      .def_property_readonly("thread_name",
+                             [](const FunctionEvent& f) {
+                               return f.view->result().threads()[f.event().thread].name;
+                             })
+      .def_property_readonly("start_ns", [](const FunctionEvent& f) { return f.event().start_ns; })
+      .def_property_readonly("end_ns", [](const FunctionEvent& f) { return f.event().end_ns; })
+      .def_property_readonly("start_us",
+                             [](const FunctionEvent& f) {
+                               return ns_to_us(f.event().start_ns -
+                                               f.view->result().start_time_ns());
+                             })
+      .def_property_readonly("end_us",
+                             [](const FunctionEvent& f) {
+                               return ns_to_us(f.event().end_ns -
+                                               f.view->result().start_time_ns());
+                             })
+      .def_property_readonly("cpu_time_total",
+                             [](const FunctionEvent& f) { return ns_to_us(f.event().duration_ns()); })
+      .def_property_readonly("self_cpu_time_total",
+                             [](const FunctionEvent& f) { return ns_to_us(f.event().self_ns); })
+      .def_property_readonly("sequence_nr",
+                             [](const FunctionEvent& f) { return f.event().sequence_nr; })
+      .def_property_readonly("fwd_thread",
+                             [](const FunctionEvent& f) { return f.event().forward_thread_id; })
+      .def_property_readonly("cpu_parent",
+                             [](const FunctionEvent& f) { return event_at(f.view, f.event().parent); })
+      .def_property_readonly("cpu_children",
+                             [](const FunctionEvent& f) {
+                               py::list out;
+                               for (std::int32_t c : f.view->result().children(
+                                        static_cast<std::size_t>(f.index))) {
+                                 out.append(event_at(f.view, c));
+                               }
+                               return out;
+                             })
+      .def_property_readonly("input_shapes",
+                             [](const FunctionEvent& f) {
+                               py::list out;
+                               if (const EventDetail* d = f.detail()) {
+                                 for (const RecordedValue& v : d->inputs) out.append(shape_of(v));
+                               }
+                               return out;
+                             })
+      .def_property_readonly("input_types",
+                             [](const FunctionEvent& f) {
+                               std::vector<std::string> out;
+                               if (const EventDetail* d = f.detail()) {
+                                 for (const RecordedValue& v : d->inputs) {
+                                   out.push_back(analysis::type_text(v));
+                                 }
+                               }
+                               return out;
+                             })
+      .def_property_readonly("concrete_inputs",
+                             [](const FunctionEvent& f) {
+                               std::vector<std::string> out;
+                               if (const EventDetail* d = f.detail()) {
+                                 for (const RecordedValue& v : d->inputs) {
+                                   out.push_back(analysis::concrete_text(v));
+                                 }
+                               }
+                               return out;
+                             })
+      .def_property_readonly("stack",
+                             [](const FunctionEvent& f) { return f.view->stack(f.event()); })
+      .def_property_readonly("module_hierarchy",
+                             [](const FunctionEvent& f) {
+                               const EventDetail* d = f.detail();
+                               return d ? std::string(d->module_path) : std::string();
+                             })
+      .def_property_readonly("flops",
+                             [](const FunctionEvent& f) {
+                               const EventDetail* d = f.detail();
+                               return d && d->flops >= 0 ? d->flops : 0;
+                             })
+      .def_property_readonly("memory_bytes",
+                             [](const FunctionEvent& f) -> std::int64_t {
+                               const EventDetail* d = f.detail();
+                               return f.event().kind == EventKind::kMemory && d ? d->memory.bytes
+                                                                                : 0;
+                             })
+      .def_property_readonly("device_type", [](const FunctionEvent&) { return "CPU"; })
+      .def_property_readonly("node_id", [](const FunctionEvent&) { return -1; })
+      .def("__eq__",
+           [](const FunctionEvent& a, const FunctionEvent& b) {
+             return a.view == b.view && a.index == b.index;
+           })
+      .def("__hash__",
+           [](const FunctionEvent& f) {
+             return std::hash<const void*>()(f.view.get()) ^ static_cast<std::size_t>(f.index);
+           })
+      .def("__repr__", [](const FunctionEvent& f) {
+        const Event& e = f.event();
+        return "<FunctionEvent id=" + std::to_string(e.handle) + " name='" + std::string(e.name) +
+               "' thread=" + std::to_string(f.view->result().threads()[e.thread].tid) +
+               " cpu_time_total=" + std::to_string(ns_to_us(e.duration_ns())) + "us>";
+      });
+
+  py::class_<FunctionEventAvg>(m, "FunctionEventAvg",
+                               "The statistics of the events sharing one key.")
+      .def_readonly("key", &FunctionEventAvg::key)
+      .def_readonly("count", &FunctionEventAvg::count)
+      .def_property_readonly("cpu_time_total",
+                             [](const FunctionEventAvg& a) { return ns_to_us(a.cpu_time_total_ns); })
+      .def_property_readonly(
+          "self_cpu_time_total",
+          [](const FunctionEventAvg& a) { return ns_to_us(a.self_cpu_time_total_ns); })
+      .def_property_readonly("cpu_time",
+                             [](const FunctionEventAvg& a) { return a.cpu_time_avg_ns() / 1000.0; })
+      .def_readonly("cpu_memory_usage", &FunctionEventAvg::cpu_memory_usage)
+      .def_readonly("self_cpu_memory_usage", &FunctionEventAvg::self_cpu_memory_usage)
+      .def_readonly("flops", &FunctionEventAvg::flops)
+      .def_readonly("input_shapes", &FunctionEventAvg::input_shapes)
+      .def_readonly("stack", &FunctionEventAvg::stack)
+      .def_readonly("node_id", &FunctionEventAvg::node_id)
+      .def_readonly("is_async", &FunctionEventAvg::is_async)
+      .def("__repr__", [](const FunctionEventAvg& a) {
+        return "<FunctionEventAvg key='" + a.key + "' count=" + std::to_string(a.count) +
+               " cpu_time_total=" + std::to_string(ns_to_us(a.cpu_time_total_ns)) + "us>";
+      });
+
+  py::class_<KeyAverages>(m, "KeyAverages", "Events grouped by key, as key_averages() returns.")
+      .def("__len__", [](const KeyAverages& k) { return k.rows().size(); })
+      .def("__getitem__",
+           [](const KeyAverages& k, std::int64_t i) {
+             const auto n = static_cast<std::int64_t>(k.rows().size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("row index out of range");
+             return k.rows()[static_cast<std::size_t>(i)];
+           })
+      .def("table", &table, py::arg("sort_by") = py::none(), py::arg("row_limit") = 100,
+           py::arg("max_src_column_width") = 75, py::arg("max_name_column_width") = 55,
+           py::arg("max_shapes_column_width") = 80, py::arg("header") = py::none(),
+           py::arg("top_level_events_only") = false, Release())
+      .def("__str__", [](const KeyAverages& k) {
+        py::gil_scoped_release release;
+        return k.table();
+      });
+}
+
+}  // namespace opscope::python

@@ -1,0 +1,33 @@
+// A finished window as the Python objects see it: the immutable ProfilerResult and a
+// symbolizer for its stacks, shared by the EventList, FunctionEvent and KeyAverages made from
+// it (they outlive the Profiler's next window).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "analysis/symbolizer.h"
+#include "opscope/result.h"
+
+namespace opscope::python {
+
+class ResultView {
+ public:
+  explicit ResultView(std::shared_ptr<const ProfilerResult> result)
+      : result_(std::move(result)) {}
+
+  const ProfilerResult& result() const { return *result_; }
+
+  // The frames of `event`'s stack as text, innermost first (empty without one). Native frames
+  // are symbolized once per address for the life of this view. Thread-safe.
+  std::vector<std::string> stack(const Event& event);
+
+ private:
+  std::shared_ptr<const ProfilerResult> result_;
+  std::mutex mutex_;
+  std::unique_ptr<analysis::Symbolizer> symbolizer_;  // made on first use: it reads /proc
+};
+
+}  // namespace opscope::python
