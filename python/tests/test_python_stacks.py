@@ -1,0 +1,221 @@
+"""Python frames in with_stack stacks (python/src/python_stacks.cpp): the "Call stack" of
+traces, FunctionEvent.stack, export_stacks and group_by_stack_n tables; module frames."""
+
+import os
+import sys
+import threading
+
+import opscope
+import opscope._C as _C
+from conftest import complete_events
+from opscope.profiler import RecordFunctionFast, profile, record_function
+
+# opscope.module once the package exports it; the native type it is.
+module = getattr(opscope, "module", _C.ModuleScope)
+
+HERE = os.path.basename(__file__)
+LINES = {}
+
+
+def mark(key):
+    """Remembers the line after the caller's current one: where its `with` is."""
+    LINES[key] = sys._getframe(1).f_lineno + 1
+
+
+def frame(key, function):
+    return f"{HERE}({LINES[key]}): {function}"
+
+
+def short(frames):
+    """The frames of this file, with the directory a sys.path entry may leave."""
+    return [f[f.index(HERE):] if HERE in f else f for f in frames]
+
+
+def leaf_fast():
+    mark("leaf_fast")
+    with RecordFunctionFast("fast_op"):
+        pass
+
+
+def leaf_user():
+    mark("leaf_user")
+    with record_function("user_op"):
+        pass
+
+
+def caller():
+    mark("caller_fast")
+    leaf_fast()
+    mark("caller_user")
+    leaf_user()
+
+
+def only(prof, name):
+    found = [e for e in prof.events() if e.name == name]
+    assert len(found) == 1, [e.name for e in prof.events()]
+    return found[0]
+
+
+def run_caller(**options):
+    with profile(**options) as prof:
+        mark("run_caller")
+        caller()
+    return prof
+
+
+def test_ranges_begun_from_python_carry_the_python_stack():
+    prof = run_caller(with_stack=True)
+    fast = short(only(prof, "fast_op").stack)
+    user = short(only(prof, "user_op").stack)
+    # Innermost first: the function holding the range, its callers, up to this test.
+    assert fast[:3] == [
+        frame("leaf_fast", "leaf_fast"),
+        frame("caller_fast", "caller"),
+        frame("run_caller", "run_caller"),
+    ]
+    assert user[:3] == [
+        frame("leaf_user", "leaf_user"),
+        frame("caller_user", "caller"),
+        frame("run_caller", "run_caller"),
+    ]
+    assert any("test_ranges_begun_from_python_carry_the_python_stack" in f for f in fast)
+    # The interpreter's own native frames are replaced, not shown.
+    assert not any("python3" in f or "_C.cpython" in f for f in fast), fast
+
+
+def test_paths_are_relative_to_sys_path():
+    prof = run_caller(with_stack=True)
+    innermost = only(prof, "fast_op").stack[0]
+    here = os.path.dirname(os.path.abspath(__file__))
+    expected = HERE if here in sys.path else os.path.abspath(__file__)
+    assert innermost.startswith(expected + "("), innermost
+
+
+def test_no_stack_without_with_stack():
+    prof = run_caller()
+    assert only(prof, "fast_op").stack == []
+
+
+def test_chrome_trace_call_stack(trace_of):
+    trace = trace_of(run_caller(with_stack=True))
+    (event,) = complete_events(trace, "fast_op")
+    frames = short(event["args"]["Call stack"].split(";"))
+    assert frames[:2] == [frame("leaf_fast", "leaf_fast"), frame("caller_fast", "caller")]
+
+
+def test_export_stacks(tmp_path):
+    prof = run_caller(with_stack=True)
+    path = tmp_path / "stacks.txt"
+    prof.export_stacks(str(path))
+    lines = path.read_text().splitlines()
+    # Outermost first, spaces as underscores, the range's name last (PyTorch's format).
+    expected = ";".join(
+        [
+            frame("run_caller", "run_caller"),
+            frame("caller_fast", "caller"),
+            frame("leaf_fast", "leaf_fast"),
+            "fast_op",
+        ]
+    ).replace(" ", "_")
+    assert any(line.rsplit(" ", 1)[0].endswith(expected) for line in lines), lines
+
+
+def two_call_sites():
+    for _ in range(2):
+        mark("site_a")
+        with RecordFunctionFast("sited"):
+            pass
+    mark("site_b")
+    with RecordFunctionFast("sited"):
+        pass
+
+
+def test_group_by_stack_n_splits_call_sites():
+    with profile(with_stack=True) as prof:
+        two_call_sites()
+    rows = [r for r in prof.key_averages(group_by_stack_n=1) if r.key == "sited"]
+    assert sorted(r.count for r in rows) == [1, 2]
+    table = prof.key_averages(group_by_stack_n=2).table(row_limit=-1)
+    assert frame("site_a", "two_call_sites") in table
+    assert frame("site_b", "two_call_sites") in table
+    # Without grouping by stack, one row.
+    assert [r.count for r in prof.key_averages() if r.key == "sited"] == [3]
+
+
+def entered_module():
+    mark("entered_module")
+    with module("Linear_0"):
+        mark("in_module")
+        with RecordFunctionFast("linear"):
+            pass
+
+
+def model_forward():
+    mark("model_forward")
+    with module("Model"):
+        mark("model_calls")
+        entered_module()
+
+
+def test_module_frames():
+    with profile(with_stack=True, with_modules=True) as prof:
+        model_forward()
+    e = only(prof, "linear")
+    assert e.module_hierarchy.endswith("Model.Linear_0")
+    frames = short(e.stack)
+    # As C++ module frames: a module's frame comes right before (inside) the frame of the
+    # function that entered it.
+    assert frames[:4] == [
+        "nn.Module: Linear_0",
+        frame("in_module", "entered_module"),
+        "nn.Module: Model",
+        frame("model_calls", "model_forward"),
+    ]
+
+
+def test_module_scope_costs_nothing_without_with_modules():
+    with profile(with_stack=True) as prof:
+        model_forward()
+    e = only(prof, "linear")
+    assert not any(f.startswith("nn.Module") for f in e.stack)
+    assert not e.module_hierarchy
+
+
+def test_module_scope_misuse():
+    import pytest
+
+    with pytest.raises(TypeError):
+        module(3)
+    scope = module("Once")
+    with profile(with_modules=True):
+        with scope:
+            with pytest.raises(RuntimeError, match="already entered"):
+                scope.__enter__()
+
+
+def test_python_threads_have_their_own_stacks():
+    stacks = {}
+
+    def worker():
+        with RecordFunctionFast("in_thread"):
+            pass
+
+    with profile(with_stack=True) as prof:
+        t = threading.Thread(target=worker, name="py-worker")
+        t.start()
+        t.join()
+    e = only(prof, "in_thread")
+    stacks["thread"] = e.stack
+    assert "worker" in e.stack[0]
+    assert any("threading.py" in f for f in e.stack)  # the thread's bootstrap
+    assert not any("test_python_threads_have_their_own_stacks" in f for f in e.stack)
+
+
+def test_native_threads_keep_native_frames():
+    with profile(with_stack=True) as prof:
+        _C._run_native_threads(2, "native_outer", "native_inner", 2)
+    natives = [e for e in prof.events() if e.name == "native_outer"]
+    assert len(natives) == 2
+    for e in natives:
+        # No GIL on those threads: no Python frame may be read, none is invented.
+        assert not any(".py(" in f for f in e.stack), e.stack
