@@ -175,6 +175,15 @@ class PerfSession final : public SamplerSession {
       }
       if (std::optional<int> status = record_->poll()) {
         std::string output = record_output();
+        if (mentions(output, {"No such process"}) && ::kill(request_.pid, 0) == 0 &&
+            ++thread_race_retries_ <= kThreadRaceRetries) {
+          // perf lists the process's threads, then attaches to each: a thread that ends in
+          // between fails the whole attach ("Couldn't create thread/CPU maps: No such
+          // process"). The process is still there, so it is a race with its threads: retry.
+          drain_control();
+          launch(event_);
+          continue;
+        }
         if (event_unavailable(output) && !is_software_clock(event_)) {
           // Virtual machines often expose no PMU: the software clock samples the same places,
           // at the same rate, by time instead of by cycle.
@@ -405,6 +414,8 @@ class PerfSession final : public SamplerSession {
   std::string fallback_reason_;
   std::string command_;
   std::string script_errors_;
+  static constexpr int kThreadRaceRetries = 5;
+  int thread_race_retries_ = 0;
   std::unique_ptr<ChildProcess> record_;
   std::unique_ptr<ChildProcess> script_;
   std::atomic<SamplerState> state_{SamplerState::kIdle};

@@ -112,7 +112,9 @@ void parse_perf_script(std::string_view text, std::size_t max_frames, SampleBatc
       current = nullptr;  // a blank line ends a sample
       continue;
     }
-    if (is_space(line.front())) {  // a frame of the current sample
+    // Frames are indented with a tab; headers may start with spaces (the thread id is
+    // right-aligned).
+    if (line.front() == '\t') {  // a frame of the current sample
       if (current == nullptr) malformed(line_number, line, "a frame line outside a sample");
       std::string frame;
       if (!parse_frame(line, frame)) malformed(line_number, line, "no frame address");

@@ -11,8 +11,8 @@
 //   	               0 [unknown] ([unknown])
 //
 // The header holds the thread id, the time (seconds.nanoseconds of the clock perf record was
-// told to use, CLOCK_MONOTONIC here), the period and the event; each following line is one
-// frame, innermost first: address, symbol (C++ names demangled, so they may hold spaces and
+// told to use, CLOCK_MONOTONIC here), the period and the event; each following line, indented
+// with a tab, is one frame, innermost first: address, symbol (C++ names demangled, so they may hold spaces and
 // parentheses), and the object file in parentheses.
 #pragma once
 
