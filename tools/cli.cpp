@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -23,11 +24,12 @@ std::string main_help() {
 
 On-demand tracing of running processes, compatible with dynolog: a process started with
 KINETO_USE_DAEMON=1 registers with the daemon; `opscope trace` asks the daemon to make it
-record a trace.
+record a trace. `opscope sample` runs a command under a sampling profiler (Linux perf).
 
 commands:
   daemon    serve traced processes (IPC) and trace requests (TCP on 127.0.0.1)
   trace     ask the daemon to trace processes by pid or job id
+  sample    run a command under perf; print its top functions, write its collapsed stacks
 
 Run `opscope <command> --help` for the flags of each command.
 )";
@@ -89,6 +91,51 @@ daemon and waiting:
 
 Exit code: 0 when processes were triggered (and with --wait, their files appeared), 1 when
 none matched, the daemon was unreachable or the wait timed out, 2 for a bad command line.
+)";
+}
+
+std::string sample_help() {
+  return R"(usage: opscope sample [flags] -- command [args...]
+
+Runs a command under a sampling profiler (Linux perf), then prints the functions it spent its
+time in and writes every sampled stack in the collapsed format that flamegraph.pl and
+speedscope read. The command is started paused and runs only once perf samples, so it is
+sampled from its first instruction, all its threads included.
+
+what to sample:
+  --freq N           samples per second, 1 to 100000 (default: 999; perf -F)
+  --period N         instead of --freq: one sample every N events, N >= 1 (perf -c)
+  --event E          the event to sample on, by perf's name (default: cycles). Where hardware
+                     counters cannot be opened (many virtual machines) cycles falls back to
+                     cpu-clock, and the output says so
+  --call-graph M     how stacks are unwound: fp (frame pointers; default) or dwarf (unwind
+                     tables: needs no frame pointers, costs more)
+  --kernel           include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON)
+  --duration S       stop sampling after S seconds (decimals allowed, 0 < S <= 86400); the
+                     command keeps running and opscope waits for it
+
+output:
+  --top N            print the N functions with the most self samples, 1 to 100000
+                     (default: 20)
+  --output PATH      where the collapsed stacks go, one "frame;frame;... count" line per stack,
+                     gzipped when PATH ends in .gz (default: opscope-sample-<pid>.folded in the
+                     current directory, <pid> being the command's process id)
+
+perf:
+  --perf PATH        the perf executable (default: $OPSCOPE_PERF, else perf from PATH)
+  --timeout S        the longest wait for perf to start sampling, and again for it to stop and
+                     hand back its samples, 1 to 86400 seconds (default: 60)
+  --help             this text
+
+SIGINT and SIGTERM sent to opscope are passed on to the command; the samples taken until it
+ends are still printed and written.
+
+Exit code: the command's own (128+N when signal N ended it), with these exceptions:
+  1    perf could not start sampling (the command did not run; the message says why and what
+       to do), or the command exited 0 but its samples could not be read or written
+  2    a bad command line
+  126  the command could not be executed (permission denied, not an executable)
+  127  the command was not found
 )";
 }
 
@@ -233,8 +280,91 @@ TraceArgs parse_trace(Args& a) {
   return t;
 }
 
-bool wants_help(const std::vector<std::string>& args, std::size_t start) {
-  for (std::size_t i = start; i < args.size(); ++i) {
+// Seconds with an optional fraction ("0.5"), strictly above zero.
+double parse_seconds(const std::string& flag, const std::string& text, double hi,
+                     const std::string& allowed) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  // !(v > 0) also refuses NaN; "inf", hex floats and exponents are refused as not plain
+  // decimals, so what is accepted is what the help says.
+  const bool plain = text.find_first_not_of("0123456789.") == std::string::npos;
+  if (text.empty() || !plain || used != text.size() || !(v > 0) || v > hi) {
+    throw UsageError(flag + " expects " + allowed + ", got '" + text + "'");
+  }
+  return v;
+}
+
+// `flags` are the arguments between "sample" and "--"; `command` is everything after "--".
+SampleArgs parse_sample(const std::vector<std::string>& flags, std::vector<std::string> command) {
+  SampleArgs s;
+  Args a(flags, 0);
+  bool have_freq = false;
+  bool have_period = false;
+  while (!a.done()) {
+    std::string f;
+    try {
+      f = a.next_flag();
+    } catch (const UsageError& e) {
+      // Most likely the command without the "--" in front of it.
+      throw UsageError(std::string(e.what()) +
+                       "; put the command to profile after --: opscope sample [flags] -- "
+                       "command [args...]");
+    }
+    if (f == "--freq") {
+      s.frequency_hz = static_cast<std::uint32_t>(
+          parse_int(f, a.value(f), 1, 100000, "samples per second from 1 to 100000"));
+      have_freq = true;
+    } else if (f == "--period") {
+      s.period = static_cast<std::uint64_t>(
+          parse_int(f, a.value(f), 1, INT64_MAX, "a number of events per sample >= 1"));
+      have_period = true;
+    } else if (f == "--duration") {
+      s.duration_s = parse_seconds(f, a.value(f), 86400, "seconds above 0, at most 86400");
+    } else if (f == "--event") {
+      s.event = a.value(f);
+      if (s.event.empty() || s.event.find_first_of(" \t\n") != std::string::npos) {
+        throw UsageError("--event expects one perf event name such as cycles or cpu-clock, "
+                         "got '" + s.event + "'");
+      }
+    } else if (f == "--call-graph") {
+      s.call_graph = a.value(f);
+      if (s.call_graph != "fp" && s.call_graph != "dwarf") {
+        throw UsageError("--call-graph expects fp or dwarf, got '" + s.call_graph + "'");
+      }
+    } else if (f == "--kernel") {
+      a.no_value(f);
+      s.include_kernel = true;
+    } else if (f == "--top") {
+      s.top = parse_int(f, a.value(f), 1, 100000, "a number of functions from 1 to 100000");
+    } else if (f == "--output") {
+      s.output = a.value(f);
+      if (s.output.empty()) throw UsageError("--output expects a file path, got ''");
+    } else if (f == "--perf") {
+      s.perf = a.value(f);
+      if (s.perf.empty()) throw UsageError("--perf expects the perf executable, got ''");
+    } else if (f == "--timeout") {
+      s.timeout_s = parse_int(f, a.value(f), 1, 24 * 3600, "seconds from 1 to 86400");
+    } else {
+      throw UsageError("unknown flag " + f + " for `opscope sample`; see `opscope sample --help`");
+    }
+  }
+  if (have_freq && have_period) throw UsageError("give only one of --freq and --period");
+  if (command.empty()) {
+    throw UsageError("no command to profile; usage: opscope sample [flags] -- command [args...]");
+  }
+  if (command[0].empty()) throw UsageError("the command to profile is an empty string");
+  s.command = std::move(command);
+  return s;
+}
+
+bool wants_help(const std::vector<std::string>& args, std::size_t start,
+                std::size_t end = std::string::npos) {
+  for (std::size_t i = start; i < args.size() && i < end; ++i) {
     if (args[i] == "--help" || args[i] == "-h") return true;
   }
   return false;
@@ -263,8 +393,22 @@ Command parse(const std::vector<std::string>& args) {
     }
     c.kind = Command::Kind::kTrace;
     c.trace = parse_trace(a);
+  } else if (args[0] == "sample") {
+    // Only the flags before "--" are opscope's: `opscope sample -- grep --help` profiles grep.
+    const auto dashes = std::find(args.begin() + 1, args.end(), "--");
+    const std::size_t end = static_cast<std::size_t>(dashes - args.begin());
+    if (wants_help(args, 1, end)) {
+      c.help = sample_help();
+      return c;
+    }
+    c.kind = Command::Kind::kSample;
+    c.sample = parse_sample(
+        std::vector<std::string>(args.begin() + 1, dashes),
+        dashes == args.end() ? std::vector<std::string>{}
+                             : std::vector<std::string>(dashes + 1, args.end()));
   } else {
-    throw UsageError("unknown command '" + args[0] + "'; allowed: daemon, trace (see --help)");
+    throw UsageError("unknown command '" + args[0] +
+                     "'; allowed: daemon, trace, sample (see --help)");
   }
   return c;
 }
@@ -384,13 +528,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     c = parse(args);
   } catch (const UsageError& e) {
-    const bool trace = !args.empty() && args[0] == "trace";
+    const bool known = !args.empty() && (args[0] == "daemon" || args[0] == "trace" ||
+                                         args[0] == "sample");
     err << "opscope" << (args.empty() ? "" : " " + args[0]) << ": " << e.what() << "\n"
-        << "Run `opscope "
-        << (trace                                 ? "trace "
-            : args.empty() || args[0] != "daemon" ? ""
-                                                  : "daemon ")
-        << "--help` for the flags.\n";
+        << "Run `opscope " << (known ? args[0] + " " : "") << "--help` for the flags.\n";
     return kExitUsage;
   }
   switch (c.kind) {
@@ -401,6 +542,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       return run_daemon(c.daemon, out, err);
     case Command::Kind::kTrace:
       return run_trace(c.trace, out, err);
+    case Command::Kind::kSample:
+      return run_sample(c.sample, out, err);
   }
   return kExitFailure;
 }

@@ -1,4 +1,5 @@
-// The `opscope` command line: argument parsing, the config text, and the two subcommands.
+// The `opscope` command line: argument parsing, the config text, and the subcommands (daemon,
+// trace, sample).
 //
 // Kept out of main() so that tests can parse, build configs and run subcommands in-process:
 //
@@ -6,17 +7,20 @@
 //   int code = opscope::cli::run({"trace", "--pid", "42", "--duration-ms", "500",
 //                                 "--log-file", "/tmp/t.json"}, out, err);
 //
-// Exit codes: 0 success, 1 failure (daemon unreachable, nothing matched, wait timed out),
-// 2 usage error (the message names the flag and what it allows).
+// Exit codes: 0 success, 1 failure (daemon unreachable, nothing matched, wait timed out, the
+// sampler could not start), 2 usage error (the message names the flag and what it allows).
+// `opscope sample` returns the profiled command's own exit code instead (see sample_help()).
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "opscope/error.h"
+#include "opscope/sampling.h"
 
 namespace opscope::cli {
 
@@ -56,12 +60,27 @@ struct TraceArgs {
   std::int64_t timeout_s = 120;
 };
 
+struct SampleArgs {
+  std::uint32_t frequency_hz = 999;
+  std::uint64_t period = 0;             // non-zero: one sample every `period` events instead
+  std::optional<double> duration_s;     // stop sampling after this long; the command goes on
+  std::string event = "cycles";
+  std::string call_graph = "fp";        // "fp" or "dwarf"
+  bool include_kernel = false;
+  std::int64_t top = 20;
+  std::string output;                   // empty: opscope-sample-<command's pid>.folded here
+  std::string perf;                     // empty: perf_sampler()'s default ($OPSCOPE_PERF, perf)
+  std::int64_t timeout_s = 60;          // for perf to start, and to stop and hand back samples
+  std::vector<std::string> command;     // what follows `--`; never empty after parse()
+};
+
 struct Command {
-  enum class Kind { kHelp, kDaemon, kTrace };
+  enum class Kind { kHelp, kDaemon, kTrace, kSample };
   Kind kind = Kind::kHelp;
   std::string help;  // for kHelp: the text to print
   DaemonArgs daemon;
   TraceArgs trace;
+  SampleArgs sample;
 };
 
 // Parses argv without the program name. Throws UsageError.
@@ -70,6 +89,7 @@ Command parse(const std::vector<std::string>& args);
 std::string main_help();
 std::string daemon_help();
 std::string trace_help();
+std::string sample_help();
 
 // The KEY=VALUE config the traced process receives (DESIGN.md's keys), one per line.
 std::string config_text(const TraceArgs& args);
@@ -82,6 +102,12 @@ std::string trace_file_for(const std::string& log_file, std::int32_t pid);
 int run_trace(const TraceArgs& args, std::ostream& out, std::ostream& err);
 // Runs the daemon until SIGINT or SIGTERM.
 int run_daemon(const DaemonArgs& args, std::ostream& out, std::ostream& err);
+// Runs args.command under `sampler` (null: perf_sampler(args.perf)), then prints the top
+// functions to `out` and writes the collapsed stacks; messages go to `err`. Returns the
+// command's exit code, or kExitFailure / 126 / 127 as sample_help() says. Forks: call it from a
+// thread that may (the child only reads a pipe and execs before anything else).
+int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
+               std::shared_ptr<Sampler> sampler = nullptr);
 
 // The whole command line: parse, then run; usage errors print to `err` and return 2.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -1,0 +1,344 @@
+// `opscope sample`: runs a command under a Sampler and reports what its samples add up to.
+//
+// The order matters: the command is forked paused (blocked reading a socket), the sampler is
+// started against its pid and waited for until it samples, and only then is the command
+// released to exec. So the whole command is sampled from its first instruction, and a sampler
+// that cannot start costs nothing: the paused child is killed before it ever ran.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cli.h"
+
+namespace opscope::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Shells' exit codes for a command that could not be executed.
+constexpr int kExitCannotExecute = 126;
+constexpr int kExitNotFound = 127;
+
+// The pid the stop signals are forwarded to, read by the signal handler: a lock-free atomic is
+// the only kind of shared state a handler may read.
+std::atomic<pid_t> g_forward_to{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+
+extern "C" void forward_stop_signal(int sig) {
+  const int saved_errno = errno;  // kill() may set it under the interrupted code's feet
+  if (const pid_t pid = g_forward_to.load(std::memory_order_relaxed); pid > 0) ::kill(pid, sig);
+  errno = saved_errno;
+}
+
+// While alive, SIGINT and SIGTERM sent to opscope go to `child` instead of ending opscope, so
+// that an interrupted command still gets its samples printed. A signal that was ignored when
+// opscope started (nohup, a background job of a non-interactive shell) stays ignored, as the
+// command inherited that too.
+class SignalForwarder {
+ public:
+  explicit SignalForwarder(pid_t child) {
+    g_forward_to.store(child, std::memory_order_relaxed);
+    struct sigaction forward {};
+    forward.sa_handler = forward_stop_signal;
+    sigemptyset(&forward.sa_mask);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction old {};
+      ::sigaction(kSignals[i], nullptr, &old);
+      if (old.sa_handler == SIG_IGN) continue;
+      previous_[i] = old;
+      ::sigaction(kSignals[i], &forward, nullptr);
+    }
+  }
+  ~SignalForwarder() {
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      if (previous_[i]) ::sigaction(kSignals[i], &*previous_[i], nullptr);
+    }
+    g_forward_to.store(0, std::memory_order_relaxed);
+  }
+  SignalForwarder(const SignalForwarder&) = delete;
+  SignalForwarder& operator=(const SignalForwarder&) = delete;
+
+ private:
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+  std::array<std::optional<struct sigaction>, 2> previous_;
+};
+
+// The command, forked and blocked until release(); it execs only when released, and exits
+// without running anything when opscope goes away first (its socket reads end of file).
+class PausedCommand {
+ public:
+  // Throws opscope::Error when the process cannot be forked.
+  explicit PausedCommand(const std::vector<std::string>& command) {
+    // argv is built before fork(): the child of a possibly multi-threaded process may only
+    // make async-signal-safe calls, and allocating is not one.
+    std::vector<char*> argv;
+    for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    // A socket, not a pipe, for the release byte: send(MSG_NOSIGNAL) to a child that died
+    // meanwhile fails with EPIPE instead of raising SIGPIPE in opscope. Both channels are
+    // close-on-exec so that perf, started in between, holds no end of them.
+    int release[2];
+    int exec_error[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, release) != 0) {
+      throw Error(std::string("cannot start the command: socketpair: ") + std::strerror(errno));
+    }
+    if (::pipe2(exec_error, O_CLOEXEC) != 0) {
+      const int e = errno;
+      ::close(release[0]);
+      ::close(release[1]);
+      throw Error(std::string("cannot start the command: pipe: ") + std::strerror(e));
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      const int e = errno;
+      for (const int fd : {release[0], release[1], exec_error[0], exec_error[1]}) ::close(fd);
+      throw Error(std::string("cannot start the command: fork: ") + std::strerror(e));
+    }
+    if (pid_ == 0) {
+      // The child: async-signal-safe calls only, until exec.
+      ::close(release[0]);
+      ::close(exec_error[0]);
+      char go = 0;
+      ssize_t n;
+      do {
+        n = ::read(release[1], &go, 1);
+      } while (n < 0 && errno == EINTR);
+      if (n != 1) ::_exit(kExitFailure);  // opscope gave up (or died): never run the command
+      ::execvp(argv[0], argv.data());
+      const int e = errno;
+      (void)!::write(exec_error[1], &e, sizeof e);
+      ::_exit(e == ENOENT ? kExitNotFound : kExitCannotExecute);
+    }
+    ::close(release[1]);
+    ::close(exec_error[1]);
+    release_fd_ = release[0];
+    exec_error_fd_ = exec_error[0];
+  }
+
+  // Kills and reaps the child unless it was released and reaped.
+  ~PausedCommand() {
+    if (release_fd_ >= 0) ::close(release_fd_);
+    if (exec_error_fd_ >= 0) ::close(exec_error_fd_);
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  PausedCommand(const PausedCommand&) = delete;
+  PausedCommand& operator=(const PausedCommand&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Lets the child exec the command. Returns 0 once the exec succeeded, the errno of the
+  // failed exec (the child then exits 126 or 127), or -1 when the paused child was already
+  // gone (something killed it; wait() tells how).
+  int release() {
+    const char go = 'g';
+    ssize_t n;
+    do {
+      n = ::send(release_fd_, &go, 1, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    ::close(std::exchange(release_fd_, -1));
+    if (n != 1) return -1;
+    // End of file: exec closed the child's end (close-on-exec), so the command runs.
+    int e = 0;
+    ssize_t got;
+    do {
+      got = ::read(exec_error_fd_, &e, sizeof e);
+    } while (got < 0 && errno == EINTR);
+    ::close(std::exchange(exec_error_fd_, -1));
+    return got == static_cast<ssize_t>(sizeof e) ? e : 0;
+  }
+
+  // Waits for the child to end; its wait status. With `until` set, returns nothing once that
+  // time has come and the child still runs.
+  std::optional<int> wait(std::optional<std::chrono::steady_clock::time_point> until) {
+    int status = 0;
+    for (;;) {
+      const pid_t r = ::waitpid(pid_, &status, until ? WNOHANG : 0);
+      if (r == pid_) {
+        reaped_ = true;
+        return status;
+      }
+      if (r < 0 && errno != EINTR) {
+        // ECHILD: someone else reaped it (a SIGCHLD handler set to SIG_IGN would); report it
+        // as a failure rather than waiting forever.
+        reaped_ = true;
+        return W_EXITCODE(kExitFailure, 0);
+      }
+      if (until) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= *until) return std::nullopt;
+        // Polling keeps this free of SIGCHLD handling, which would be process-wide and could
+        // reap the sampler's own perf processes. 10 ms is far below what --duration is for.
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10),
+                                                          *until - now));
+      }
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_fd_ = -1;
+  int exec_error_fd_ = -1;
+  bool reaped_ = false;
+};
+
+std::string command_line(const std::vector<std::string>& command) {
+  std::string s;
+  for (const std::string& a : command) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  return s;
+}
+
+// The shell's exit code for a wait status: the exit status, or 128 + the signal.
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
+}  // namespace
+
+int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
+               std::shared_ptr<Sampler> sampler) {
+  const std::string name = "'" + command_line(args.command) + "'";
+  const auto timeout = std::chrono::milliseconds(args.timeout_s * 1000);
+
+  // An output path that cannot be written is found before the command runs, not after.
+  if (!args.output.empty()) {
+    std::error_code ec;
+    const fs::path path = fs::absolute(args.output, ec);
+    if (fs::is_directory(path, ec)) {
+      err << "opscope sample: --output expects a file path, '" << args.output
+          << "' is a directory\n";
+      return kExitUsage;
+    }
+    if (!fs::is_directory(path.parent_path(), ec)) {
+      err << "opscope sample: --output '" << args.output << "': the directory '"
+          << path.parent_path().string() << "' does not exist\n";
+      return kExitUsage;
+    }
+  }
+
+  std::optional<PausedCommand> child;
+  std::unique_ptr<SamplerSession> session;
+  try {
+    if (!sampler) sampler = perf_sampler(args.perf);
+    child.emplace(args.command);
+    SamplerRequest request;
+    request.pid = child->pid();
+    request.event = args.event;
+    request.frequency_hz = args.frequency_hz;
+    request.period = args.period;
+    request.include_kernel = args.include_kernel;
+    request.call_graph = args.call_graph;
+    session = sampler->start(request);
+    session->wait_running(timeout);
+  } catch (const std::exception& e) {
+    child.reset();  // kills the paused command: it never ran
+    err << "opscope sample: " << e.what() << "\n"
+        << "opscope sample: " << name << " was not run\n";
+    return kExitFailure;
+  }
+  const pid_t pid = child->pid();
+
+  std::optional<int> status;
+  std::string profile_error;  // why the samples are missing, when they are
+  {
+    SignalForwarder forwarder(pid);
+    const int exec_errno = child->release();
+    if (exec_errno > 0) {
+      status = child->wait(std::nullopt);
+      try {
+        session->stop(timeout);
+      } catch (const std::exception&) {
+        // Nothing was profiled; the command's failure is the message that matters.
+      }
+      err << "opscope sample: cannot run '" << args.command[0]
+          << "': " << std::strerror(exec_errno) << "\n";
+      return exec_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
+    }
+    std::optional<std::chrono::steady_clock::time_point> stop_at;
+    if (args.duration_s && exec_errno == 0) {
+      stop_at = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(*args.duration_s));
+    }
+    status = child->wait(stop_at);
+    if (!status) {
+      // --duration passed and the command still runs: stop sampling, keep waiting for it.
+      try {
+        session->stop(timeout);
+        err << "opscope sample: sampling stopped after " << *args.duration_s
+            << " s; waiting for " << name << " (pid " << pid << ") to end\n"
+            << std::flush;
+      } catch (const std::exception& e) {
+        profile_error = e.what();
+      }
+      status = child->wait(std::nullopt);
+    }
+  }
+  const int command_code = exit_code_of(*status);
+  if (WIFSIGNALED(*status)) {
+    err << "opscope sample: " << name << " was ended by signal " << WTERMSIG(*status) << " ("
+        << strsignal(WTERMSIG(*status)) << ")\n";
+  }
+
+  if (profile_error.empty()) {
+    try {
+      session->stop(timeout);
+      const SampleProfile profile = SampleProfile::build(session->samples(timeout));
+      const std::string path =
+          fs::absolute(args.output.empty()
+                           ? "opscope-sample-" + std::to_string(pid) + ".folded"
+                           : args.output)
+              .lexically_normal()
+              .string();
+      profile.write_collapsed_stacks(path);
+      // summary() names the event, says why it is not the one asked for, and says when there
+      // are no samples at all.
+      out << "opscope sample: profile of " << name << " (pid " << pid << ")\n"
+          << profile.summary(static_cast<std::size_t>(args.top));
+      if (profile.total_samples() == 0 && !args.include_kernel) {
+        out << "(time asleep is not sampled, nor time in the kernel without --kernel)\n";
+      }
+      out << "collapsed stacks: " << path << "\n";
+    } catch (const std::exception& e) {
+      profile_error = e.what();
+    }
+  }
+  if (!profile_error.empty()) {
+    err << "opscope sample: " << name << " ran, but its profile is lost: " << profile_error
+        << "\n";
+    // The command's own failure is the more important fact for a script; a profiling failure
+    // fails an otherwise successful run.
+    return command_code != 0 ? command_code : kExitFailure;
+  }
+  return command_code;
+}
+
+}  // namespace opscope::cli
