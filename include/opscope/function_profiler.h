@@ -81,7 +81,12 @@ struct FunctionProfileResult {
 
 namespace internal {
 class FunctionProfilerRun;
-}
+// Defined where FunctionProfilerRun is complete, so profile() can be instantiated without it.
+struct FunctionProfilerRunDeleter {
+  void operator()(FunctionProfilerRun* run) const noexcept;
+};
+using FunctionProfilerRunPtr = std::unique_ptr<FunctionProfilerRun, FunctionProfilerRunDeleter>;
+}  // namespace internal
 
 class FunctionProfiler {
  public:
@@ -106,10 +111,10 @@ class FunctionProfiler {
  private:
   friend class internal::FunctionProfilerRun;
   // Starts a run; returns null when fn must run unprofiled. Throws under stop_at_error.
-  std::unique_ptr<internal::FunctionProfilerRun> begin();
+  internal::FunctionProfilerRunPtr begin();
   // Ends a run after fn returned (threw == false) or threw. Throws under stop_at_error when
   // fn returned and the samples could not be read.
-  void end(std::unique_ptr<internal::FunctionProfilerRun> run, bool threw);
+  void end(internal::FunctionProfilerRunPtr run, bool threw);
 
   FunctionProfilerOptions options_;
   FunctionProfileResult result_;
@@ -119,7 +124,7 @@ class FunctionProfiler {
 template <class F, class... Args>
 std::invoke_result_t<F, Args...> FunctionProfiler::profile(F&& fn, Args&&... args) {
   using Result = std::invoke_result_t<F, Args...>;
-  std::unique_ptr<internal::FunctionProfilerRun> run = begin();
+  internal::FunctionProfilerRunPtr run = begin();
   if (!run) return std::invoke(std::forward<F>(fn), std::forward<Args>(args)...);
   if constexpr (std::is_void_v<Result>) {
     try {

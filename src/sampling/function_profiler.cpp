@@ -33,6 +33,10 @@ class FunctionProfilerRun {
   std::thread watchdog;
 };
 
+void FunctionProfilerRunDeleter::operator()(FunctionProfilerRun* run) const noexcept {
+  delete run;
+}
+
 }  // namespace internal
 
 namespace {
@@ -83,7 +87,7 @@ FunctionProfiler::~FunctionProfiler() = default;
 
 SamplerState FunctionProfiler::state() const { return state_.load(std::memory_order_acquire); }
 
-std::unique_ptr<internal::FunctionProfilerRun> FunctionProfiler::begin() {
+internal::FunctionProfilerRunPtr FunctionProfiler::begin() {
   bool expected = false;
   if (!g_run_under_way.compare_exchange_strong(expected, true)) {
     // result_ belongs to the run under way (possibly this profiler's, on another thread).
@@ -100,7 +104,7 @@ std::unique_ptr<internal::FunctionProfilerRun> FunctionProfiler::begin() {
     if (const char* value = std::getenv(name.c_str())) result_.env[name] = value;
   }
 
-  auto run = std::make_unique<internal::FunctionProfilerRun>();
+  internal::FunctionProfilerRunPtr run(new internal::FunctionProfilerRun());
   try {
     SamplerRequest request;
     request.pid = static_cast<int>(getpid());
@@ -147,7 +151,7 @@ std::unique_ptr<internal::FunctionProfilerRun> FunctionProfiler::begin() {
   return run;
 }
 
-void FunctionProfiler::end(std::unique_ptr<internal::FunctionProfilerRun> run, bool threw) {
+void FunctionProfiler::end(internal::FunctionProfilerRunPtr run, bool threw) {
   result_.work_duration = std::chrono::steady_clock::now() - run->work_start;
   {
     std::lock_guard lock(run->mutex);
