@@ -328,8 +328,10 @@ SampleArgs parse_sample(const std::vector<std::string>& flags, std::vector<std::
     } else if (f == "--event") {
       s.event = a.value(f);
       if (s.event.empty() || s.event.find_first_of(" \t\n") != std::string::npos) {
-        throw UsageError("--event expects one perf event name such as cycles or cpu-clock, "
-                         "got '" + s.event + "'");
+        throw UsageError(
+            "--event expects one perf event name such as cycles or cpu-clock, "
+            "got '" +
+            s.event + "'");
       }
     } else if (f == "--call-graph") {
       s.call_graph = a.value(f);
@@ -402,10 +404,10 @@ Command parse(const std::vector<std::string>& args) {
       return c;
     }
     c.kind = Command::Kind::kSample;
-    c.sample = parse_sample(
-        std::vector<std::string>(args.begin() + 1, dashes),
-        dashes == args.end() ? std::vector<std::string>{}
-                             : std::vector<std::string>(dashes + 1, args.end()));
+    c.sample =
+        parse_sample(std::vector<std::string>(args.begin() + 1, dashes),
+                     dashes == args.end() ? std::vector<std::string>{}
+                                          : std::vector<std::string>(dashes + 1, args.end()));
   } else {
     throw UsageError("unknown command '" + args[0] +
                      "'; allowed: daemon, trace, sample (see --help)");
@@ -528,8 +530,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     c = parse(args);
   } catch (const UsageError& e) {
-    const bool known = !args.empty() && (args[0] == "daemon" || args[0] == "trace" ||
-                                         args[0] == "sample");
+    const bool known =
+        !args.empty() && (args[0] == "daemon" || args[0] == "trace" || args[0] == "sample");
     err << "opscope" << (args.empty() ? "" : " " + args[0]) << ": " << e.what() << "\n"
         << "Run `opscope " << (known ? args[0] + " " : "") << "--help` for the flags.\n";
     return kExitUsage;

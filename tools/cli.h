@@ -62,16 +62,16 @@ struct TraceArgs {
 
 struct SampleArgs {
   std::uint32_t frequency_hz = 999;
-  std::uint64_t period = 0;             // non-zero: one sample every `period` events instead
-  std::optional<double> duration_s;     // stop sampling after this long; the command goes on
+  std::uint64_t period = 0;          // non-zero: one sample every `period` events instead
+  std::optional<double> duration_s;  // stop sampling after this long; the command goes on
   std::string event = "cycles";
-  std::string call_graph = "fp";        // "fp" or "dwarf"
+  std::string call_graph = "fp";  // "fp" or "dwarf"
   bool include_kernel = false;
   std::int64_t top = 20;
-  std::string output;                   // empty: opscope-sample-<command's pid>.folded here
-  std::string perf;                     // empty: perf_sampler()'s default ($OPSCOPE_PERF, perf)
-  std::int64_t timeout_s = 60;          // for perf to start, and to stop and hand back samples
-  std::vector<std::string> command;     // what follows `--`; never empty after parse()
+  std::string output;                // empty: opscope-sample-<command's pid>.folded here
+  std::string perf;                  // empty: perf_sampler()'s default ($OPSCOPE_PERF, perf)
+  std::int64_t timeout_s = 60;       // for perf to start, and to stop and hand back samples
+  std::vector<std::string> command;  // what follows `--`; never empty after parse()
 };
 
 struct Command {

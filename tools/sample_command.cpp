@@ -41,7 +41,11 @@ constexpr int kExitNotFound = 127;
 std::atomic<pid_t> g_forward_to{0};
 static_assert(std::atomic<pid_t>::is_always_lock_free);
 
-extern "C" void forward_stop_signal(int sig) {
+extern "C" void forward_stop_signal(int sig, siginfo_t* info, void*) {
+  // Ctrl-C at a terminal is sent by the kernel (SI_KERNEL) to the whole foreground process
+  // group, the command included: passing it on would deliver it twice, and a program that
+  // cleans up on the first SIGINT (Python's KeyboardInterrupt) would be cut short by the second.
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
   const int saved_errno = errno;  // kill() may set it under the interrupted code's feet
   if (const pid_t pid = g_forward_to.load(std::memory_order_relaxed); pid > 0) ::kill(pid, sig);
   errno = saved_errno;
@@ -56,7 +60,8 @@ class SignalForwarder {
   explicit SignalForwarder(pid_t child) {
     g_forward_to.store(child, std::memory_order_relaxed);
     struct sigaction forward {};
-    forward.sa_handler = forward_stop_signal;
+    forward.sa_sigaction = forward_stop_signal;
+    forward.sa_flags = SA_SIGINFO;
     sigemptyset(&forward.sa_mask);
     for (std::size_t i = 0; i < kSignals.size(); ++i) {
       struct sigaction old {};
@@ -191,9 +196,8 @@ class PausedCommand {
         if (now >= *until) return std::nullopt;
         // Polling keeps this free of SIGCHLD handling, which would be process-wide and could
         // reap the sampler's own perf processes. 10 ms is far below what --duration is for.
-        std::this_thread::sleep_for(
-            std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10),
-                                                          *until - now));
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(10), *until - now));
       }
     }
   }
@@ -278,8 +282,8 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
       } catch (const std::exception&) {
         // Nothing was profiled; the command's failure is the message that matters.
       }
-      err << "opscope sample: cannot run '" << args.command[0]
-          << "': " << std::strerror(exec_errno) << "\n";
+      err << "opscope sample: cannot run '" << args.command[0] << "': " << std::strerror(exec_errno)
+          << "\n";
       return exec_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
     }
     std::optional<std::chrono::steady_clock::time_point> stop_at;
@@ -293,8 +297,8 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
       // --duration passed and the command still runs: stop sampling, keep waiting for it.
       try {
         session->stop(timeout);
-        err << "opscope sample: sampling stopped after " << *args.duration_s
-            << " s; waiting for " << name << " (pid " << pid << ") to end\n"
+        err << "opscope sample: sampling stopped after " << *args.duration_s << " s; waiting for "
+            << name << " (pid " << pid << ") to end\n"
             << std::flush;
       } catch (const std::exception& e) {
         profile_error = e.what();
@@ -313,9 +317,8 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
       session->stop(timeout);
       const SampleProfile profile = SampleProfile::build(session->samples(timeout));
       const std::string path =
-          fs::absolute(args.output.empty()
-                           ? "opscope-sample-" + std::to_string(pid) + ".folded"
-                           : args.output)
+          fs::absolute(args.output.empty() ? "opscope-sample-" + std::to_string(pid) + ".folded"
+                                           : args.output)
               .lexically_normal()
               .string();
       profile.write_collapsed_stacks(path);
@@ -332,8 +335,7 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
     }
   }
   if (!profile_error.empty()) {
-    err << "opscope sample: " << name << " ran, but its profile is lost: " << profile_error
-        << "\n";
+    err << "opscope sample: " << name << " ran, but its profile is lost: " << profile_error << "\n";
     // The command's own failure is the more important fact for a script; a profiling failure
     // fails an otherwise successful run.
     return command_code != 0 ? command_code : kExitFailure;

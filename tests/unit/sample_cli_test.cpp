@@ -4,12 +4,15 @@
 // (skipped, with the reason, where perf cannot sample).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -52,10 +55,26 @@ bool exists(const std::string& path) {
 }
 
 TEST(SampleCli, ParsesEveryFlag) {
-  const Command c =
-      parse({"sample", "--freq", "4999", "--duration=2.5", "--event", "cpu-clock",
-             "--call-graph", "dwarf", "--kernel", "--top", "5", "--output", "/tmp/s.folded.gz",
-             "--perf", "/opt/perf", "--timeout=7", "--", "python3", "-c", "print(1)"});
+  const Command c = parse({"sample",
+                           "--freq",
+                           "4999",
+                           "--duration=2.5",
+                           "--event",
+                           "cpu-clock",
+                           "--call-graph",
+                           "dwarf",
+                           "--kernel",
+                           "--top",
+                           "5",
+                           "--output",
+                           "/tmp/s.folded.gz",
+                           "--perf",
+                           "/opt/perf",
+                           "--timeout=7",
+                           "--",
+                           "python3",
+                           "-c",
+                           "print(1)"});
   ASSERT_EQ(c.kind, Command::Kind::kSample);
   const SampleArgs& s = c.sample;
   EXPECT_EQ(s.frequency_hz, 4999u);
@@ -139,8 +158,8 @@ TEST(SampleCli, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   };
   for (const auto& [args, message] : cases) {
     const std::string got = usage_error(args);
-    EXPECT_TRUE(has(got, message)) << "args ending " << args[args.size() - 3] << " "
-                                   << args[args.size() - 2] << ": " << got;
+    EXPECT_TRUE(has(got, message))
+        << "args ending " << args[args.size() - 3] << " " << args[args.size() - 2] << ": " << got;
   }
 
   std::ostringstream out, err;
@@ -274,8 +293,7 @@ class SampleCliRun : public ::testing::Test {
     log_->batch.event = "cpu-clock";
     log_->batch.fallback_reason = "cycles is not supported here";
     log_->batch.samples = {sample_of({"inner", "middle", "main"}),
-                           sample_of({"inner", "middle", "main"}),
-                           sample_of({"other", "main"})};
+                           sample_of({"inner", "middle", "main"}), sample_of({"other", "main"})};
   }
   int run_with(std::vector<std::string> command, std::vector<std::string> flags = {}) {
     std::vector<std::string> args = {"sample", "--output", dir_.file("out.folded")};
@@ -299,13 +317,12 @@ TEST_F(SampleCliRun, TheCommandRunsOnlyOnceTheSamplerSamples) {
     ran_before_running = exists(marker);
   };
   const int code = run_with({"sh", "-c", "echo ran > " + marker},
-                            {"--freq", "123", "--event", "instructions", "--kernel",
-                             "--call-graph", "dwarf", "--top", "1"});
+                            {"--freq", "123", "--event", "instructions", "--kernel", "--call-graph",
+                             "dwarf", "--top", "1"});
   EXPECT_EQ(code, 0) << err_.str();
   EXPECT_FALSE(ran_before_running);
   EXPECT_TRUE(exists(marker));
-  EXPECT_EQ(log_->calls,
-            (std::vector<std::string>{"start", "wait_running", "stop", "samples"}));
+  EXPECT_EQ(log_->calls, (std::vector<std::string>{"start", "wait_running", "stop", "samples"}));
   EXPECT_GT(log_->request.pid, 0);
   EXPECT_EQ(log_->request.frequency_hz, 123u);
   EXPECT_EQ(log_->request.event, "instructions");
@@ -318,7 +335,7 @@ TEST_F(SampleCliRun, TheCommandRunsOnlyOnceTheSamplerSamples) {
                            std::to_string(log_->request.pid) + ")\n3 samples of 'cpu-clock'"))
       << out;
   EXPECT_TRUE(has(out, "cycles is not supported here")) << out;  // the fallback reason
-  EXPECT_TRUE(has(out, "inner")) << out;  // the top function (--top 1)
+  EXPECT_TRUE(has(out, "inner")) << out;                         // the top function (--top 1)
   EXPECT_TRUE(has(out, "collapsed stacks: " + dir_.file("out.folded") + "\n")) << out;
   const std::string folded = testing::read_file(dir_.file("out.folded"));
   EXPECT_TRUE(has(folded, "main;middle;inner 2\n")) << folded;
@@ -330,8 +347,9 @@ TEST_F(SampleCliRun, ASamplerThatCannotStartKillsThePausedCommand) {
   const std::string marker = dir_.file("ran");
   log_->fail_running = true;
   EXPECT_EQ(run_with({"sh", "-c", "echo ran > " + marker}), kExitFailure);
-  EXPECT_TRUE(has(err_.str(), "opscope sample: fake sampler failed to start; its output:\n"
-                              "fake: no PMU\nremedy: none\n"))
+  EXPECT_TRUE(has(err_.str(),
+                  "opscope sample: fake sampler failed to start; its output:\n"
+                  "fake: no PMU\nremedy: none\n"))
       << err_.str();
   EXPECT_TRUE(has(err_.str(), "'sh -c echo ran > " + marker + "' was not run")) << err_.str();
   // Reaped already: the pid is no child of ours any more.
@@ -360,8 +378,8 @@ TEST_F(SampleCliRun, TheCommandsExitCodeIsOpscopes) {
 
 TEST_F(SampleCliRun, ACommandThatCannotRunExitsLikeAShell) {
   EXPECT_EQ(run_with({"opscope-no-such-command-xyz", "arg"}), 127);
-  EXPECT_TRUE(has(err_.str(),
-                  "cannot run 'opscope-no-such-command-xyz': No such file or directory"))
+  EXPECT_TRUE(
+      has(err_.str(), "cannot run 'opscope-no-such-command-xyz': No such file or directory"))
       << err_.str();
   EXPECT_FALSE(exists(dir_.file("out.folded")));
 
@@ -383,10 +401,9 @@ TEST_F(SampleCliRun, DurationStopsSamplingAndWaitsForTheCommand) {
   EXPECT_EQ(run_with({"sh", "-c", "sleep 1; echo done > " + marker}, {"--duration", "0.1"}), 0)
       << err_.str();
   EXPECT_GE(std::chrono::steady_clock::now() - begin, 1s);
-  EXPECT_FALSE(done_at_stop);  // sampling stopped while the command still ran
+  EXPECT_FALSE(done_at_stop);   // sampling stopped while the command still ran
   EXPECT_TRUE(exists(marker));  // and opscope waited for it
-  EXPECT_EQ(log_->calls,
-            (std::vector<std::string>{"start", "wait_running", "stop", "samples"}));
+  EXPECT_EQ(log_->calls, (std::vector<std::string>{"start", "wait_running", "stop", "samples"}));
   EXPECT_TRUE(has(err_.str(), "sampling stopped after 0.1 s; waiting for")) << err_.str();
   EXPECT_EQ(samples_reported(out_.str()), 3u) << out_.str();
 }
@@ -475,6 +492,37 @@ TEST_F(SampleCliRun, StopSignalsGoToTheCommandAndTheResultsAreStillPrinted) {
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
+TEST_F(SampleCliRun, ATerminalsCtrlCIsNotPassedOnTwice) {
+  // Ctrl-C at a terminal reaches the whole foreground group, the command included, as a signal
+  // from the kernel (SI_KERNEL): opscope must survive it without passing it on. A thread may
+  // queue such a signal to itself, which stands in for the terminal here.
+  std::atomic<pid_t> pid{0};
+  log_->on_wait_running = [&] { pid = log_->request.pid; };
+  std::atomic<bool> alive_after_ctrl_c{false};
+  std::thread signaller([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while ((pid == 0 || comm_of(pid) != "sleep") && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    siginfo_t info{};
+    info.si_signo = SIGINT;
+    info.si_code = SI_KERNEL;
+    // The kernel lets a thread queue a kernel-coded signal only to itself.
+    EXPECT_EQ(::syscall(SYS_rt_tgsigqueueinfo, ::getpid(), ::gettid(), SIGINT, &info), 0)
+        << std::strerror(errno);
+    std::this_thread::sleep_for(300ms);
+    alive_after_ctrl_c = comm_of(pid) == "sleep";
+    // From a process (SI_USER): passed on. Only while the command runs, as SIGINT would
+    // otherwise end this test program.
+    if (alive_after_ctrl_c) ::kill(::getpid(), SIGINT);
+  });
+  const int code = run_with({"sleep", "30"});
+  signaller.join();
+  EXPECT_TRUE(alive_after_ctrl_c);
+  EXPECT_EQ(code, 128 + SIGINT) << err_.str();
+  EXPECT_EQ(samples_reported(out_.str()), 3u) << out_.str();
+}
+
 // ---- The `opscope` binary as a real process.
 
 // Runs a command line in a shell; its exit code (128+N for a signal) and stdout+stderr.
@@ -489,9 +537,8 @@ std::pair<int, std::string> shell(const std::string& command) {
 }
 
 // The binary uses the same perf as the in-process probe ($OPSCOPE_PERF, else perf).
-#define SKIP_UNLESS_PERF_SAMPLES()                                                   \
-  if (const std::string& why = testing::perf_unavailable_reason(); !why.empty()) \
-  GTEST_SKIP() << why
+#define SKIP_UNLESS_PERF_SAMPLES() \
+  if (const std::string& why = testing::perf_unavailable_reason(); !why.empty()) GTEST_SKIP() << why
 
 const std::string kCli = OPSCOPE_CLI;
 
@@ -503,8 +550,8 @@ TEST(SampleCliBinary, AFailingPerfIsReportedAndTheCommandNeverRuns) {
                          "exit 1\n";
   fs::permissions(perf, fs::perms::owner_all);
   const std::string marker = dir.file("ran");
-  const auto [code, output] = shell(kCli + " sample --perf " + perf + " --timeout 10 -- sh -c 'echo ran > " +
-                                    marker + "'");
+  const auto [code, output] =
+      shell(kCli + " sample --perf " + perf + " --timeout 10 -- sh -c 'echo ran > " + marker + "'");
   EXPECT_EQ(code, 1) << output;
   EXPECT_TRUE(has(output, "fake-perf: no PMU on this machine (try cpu-clock)")) << output;
   EXPECT_TRUE(has(output, "was not run")) << output;
@@ -520,8 +567,7 @@ TEST(SampleCliBinary, AFailingPerfIsReportedAndTheCommandNeverRuns) {
 TEST(SampleCliBinary, BadFlagsExit2NamingTheFlag) {
   const auto [code, output] = shell(kCli + " sample --freq 0 -- true");
   EXPECT_EQ(code, 2) << output;
-  EXPECT_TRUE(has(output, "--freq expects samples per second from 1 to 100000, got '0'"))
-      << output;
+  EXPECT_TRUE(has(output, "--freq expects samples per second from 1 to 100000, got '0'")) << output;
   const auto [none, why] = shell(kCli + " sample --top 3");
   EXPECT_EQ(none, 2) << why;
   EXPECT_TRUE(has(why, "no command to profile")) << why;
@@ -561,11 +607,10 @@ TEST(SampleCliBinary, SigtermReachesTheCommandAndTheResultsArePrinted) {
   testing::TempDir dir;
   const std::string folded = dir.file("s.folded");
   // `exec` makes $! opscope itself; once `sleep` shows as its child's name, opscope forwards.
-  const auto [code, output] = shell(
-      "(exec " + kCli + " sample --output " + folded + " -- sleep 30 2>&1) & pid=$!; " +
-      "for i in $(seq 200); do " +
-      "  c=$(pgrep -P $pid -x sleep) && break; sleep 0.05; done; " +
-      "kill -TERM $pid; wait $pid");
+  const auto [code, output] = shell("(exec " + kCli + " sample --output " + folded +
+                                    " -- sleep 30 2>&1) & pid=$!; " + "for i in $(seq 200); do " +
+                                    "  c=$(pgrep -P $pid -x sleep) && break; sleep 0.05; done; " +
+                                    "kill -TERM $pid; wait $pid");
   EXPECT_EQ(code, 128 + SIGTERM) << output;
   EXPECT_TRUE(has(output, "'sleep 30' was ended by signal 15")) << output;
   EXPECT_TRUE(has(output, "collapsed stacks: " + folded)) << output;
