@@ -164,40 +164,21 @@ def tensorboard_trace_handler(
     return handler_fn
 
 
-class record_function(_C._RecordFunction):
-    """Context manager and decorator that records a named range (a USER_SCOPE range, shown
-    as ``user_annotation`` in traces).
+# A C-level type (python/src/record_function.cpp): with no session, entering and exiting cost
+# about what an empty `with` on a trivial Python context manager costs.
+record_function = _C.record_function
 
-    Args:
-        name (str): the range's name, as shown in tables and traces.
-        args (str, optional): recorded as the range's one input when the session records
-            inputs (``record_shapes=True``): "Concrete Inputs" in the trace.
 
-    Example::
+def _decorate(rf: record_function, func: Callable) -> Callable:
+    """``@record_function(name)``: every call of ``func`` records its own range."""
+    name, args = rf.name, rf.args
 
-        with record_function("load_batch"):
-            batch = load()
+    @functools.wraps(func)
+    def wrapped(*a, **kw):
+        with record_function(name, args):
+            return func(*a, **kw)
 
-        @record_function("forward")
-        def forward(x):
-            ...
-
-    Entering costs one check when no session is active. An object is entered at most once at
-    a time; as a decorator, every call records its own range.
-    """
-
-    def __call__(self, func: Callable) -> Callable:
-        name, args = self.name, self.args
-
-        @functools.wraps(func)
-        def wrapped(*a, **kw):
-            with _C._RecordFunction(name, args):
-                return func(*a, **kw)
-
-        return wrapped
-
-    def __repr__(self) -> str:
-        return f"record_function({self.name!r})"
+    return wrapped
 
 
 class ExecutionTraceObserver:

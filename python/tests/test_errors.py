@@ -246,3 +246,18 @@ def test_distributed_info_must_be_json():
 def test_warnings_go_through_python_warnings():
     with pytest.warns(UserWarning, match="^a message from C\\+\\+$"):
         _C._warn("a message from C++")
+
+
+def test_record_function_arguments():
+    with pytest.raises(TypeError, match="record_function: name must be a string, got int"):
+        record_function(3)
+    with pytest.raises(TypeError, match="record_function: args must be a string or None, got list"):
+        record_function("x", ["a"])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nme'"):
+        record_function(nme="x")
+    with pytest.raises(TypeError, match="missing required argument 'name'"):
+        record_function()
+    rf = record_function(name="kw", args="a=1")
+    assert (rf.name, rf.args) == ("kw", "a=1")
+    assert repr(rf) == "record_function('kw')"
+    assert record_function(**{"name": "via_dict"}).name == "via_dict"

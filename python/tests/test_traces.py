@@ -242,3 +242,15 @@ def test_chrome_trace_gz(tmp_path):
         assert f.read(2) == b"\x1f\x8b", "gzip magic"
     trace = load_trace(tmp_path / "t.json.gz")
     assert len(complete_events(trace, "inner")) == 2
+
+
+def test_record_function_ended_by_garbage_collection():
+    # A range entered but never exited ends when its object goes away, not never.
+    with profiler.profile() as p:
+        rf = record_function("abandoned")
+        rf.__enter__()
+        del rf
+        with record_function("after"):
+            pass
+    by_name = {e.name: e for e in p.events()}
+    assert by_name["abandoned"].end_ns <= by_name["after"].start_ns
