@@ -1,6 +1,6 @@
 # Typing stubs for opscope._C, the native module behind opscope.profiler.
 # Times are float microseconds unless a name ends in _ns.
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 import enum
 
 __version__: str
@@ -68,12 +68,9 @@ class FunctionEvent:
     device_type: str
     node_id: int
 
-class EventList(Sequence[FunctionEvent]):
+class EventList:
     def __len__(self) -> int: ...
-    @overload
-    def __getitem__(self, index: int) -> FunctionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[FunctionEvent]: ...
+    def __getitem__(self, index: int) -> FunctionEvent: ...  # no slices
     def __iter__(self) -> Iterator[FunctionEvent]: ...
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
@@ -93,12 +90,9 @@ class FunctionEventAvg:
     node_id: int
     is_async: bool
 
-class KeyAverages(Sequence[FunctionEventAvg]):
+class KeyAverages:
     def __len__(self) -> int: ...
-    @overload
-    def __getitem__(self, index: int) -> FunctionEventAvg: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[FunctionEventAvg]: ...
+    def __getitem__(self, index: int) -> FunctionEventAvg: ...  # no slices
     def __iter__(self) -> Iterator[FunctionEventAvg]: ...
     def table(
         self,
