@@ -331,7 +331,7 @@ TEST_F(SampleCliRun, TheCommandRunsOnlyOnceTheSamplerSamples) {
 
   const std::string& out = out_.str();
   EXPECT_EQ(samples_reported(out), 3u) << out;
-  EXPECT_TRUE(has(out, "opscope sample: profile of 'sh -c echo ran > " + marker + "' (pid " +
+  EXPECT_TRUE(has(out, "opscope sample: profile of `sh -c 'echo ran > " + marker + "'` (pid " +
                            std::to_string(log_->request.pid) + ")\n3 samples of 'cpu-clock'"))
       << out;
   EXPECT_TRUE(has(out, "cycles is not supported here")) << out;  // the fallback reason
@@ -343,6 +343,13 @@ TEST_F(SampleCliRun, TheCommandRunsOnlyOnceTheSamplerSamples) {
   EXPECT_EQ(sum_of_counts(folded), 3u);
 }
 
+TEST_F(SampleCliRun, MessagesQuoteTheCommandAsAShellWould) {
+  log_->fail_running = true;
+  EXPECT_EQ(run_with({"sh", "-c", "echo 'a b'; exit", "", "x/y=1,2"}), kExitFailure);
+  EXPECT_TRUE(has(err_.str(), "`sh -c 'echo '\\''a b'\\''; exit' '' x/y=1,2` was not run"))
+      << err_.str();
+}
+
 TEST_F(SampleCliRun, ASamplerThatCannotStartKillsThePausedCommand) {
   const std::string marker = dir_.file("ran");
   log_->fail_running = true;
@@ -351,7 +358,7 @@ TEST_F(SampleCliRun, ASamplerThatCannotStartKillsThePausedCommand) {
                   "opscope sample: fake sampler failed to start; its output:\n"
                   "fake: no PMU\nremedy: none\n"))
       << err_.str();
-  EXPECT_TRUE(has(err_.str(), "'sh -c echo ran > " + marker + "' was not run")) << err_.str();
+  EXPECT_TRUE(has(err_.str(), "`sh -c 'echo ran > " + marker + "'` was not run")) << err_.str();
   // Reaped already: the pid is no child of ours any more.
   EXPECT_EQ(::waitpid(log_->request.pid, nullptr, WNOHANG), -1);
   std::this_thread::sleep_for(100ms);
@@ -411,7 +418,7 @@ TEST_F(SampleCliRun, DurationStopsSamplingAndWaitsForTheCommand) {
 TEST_F(SampleCliRun, SamplesLostAfterTheCommandRanFailASuccessfulRunOnly) {
   log_->fail_samples = true;
   EXPECT_EQ(run_with({"true"}), kExitFailure);
-  EXPECT_TRUE(has(err_.str(), "'true' ran, but its profile is lost: fake: perf script failed"))
+  EXPECT_TRUE(has(err_.str(), "`true` ran, but its profile is lost: fake: perf script failed"))
       << err_.str();
   EXPECT_FALSE(exists(dir_.file("out.folded")));
   EXPECT_EQ(run_with({"sh", "-c", "exit 4"}), 4);
@@ -484,7 +491,7 @@ TEST_F(SampleCliRun, StopSignalsGoToTheCommandAndTheResultsAreStillPrinted) {
   signaller.join();
   EXPECT_EQ(code, 128 + SIGTERM) << err_.str();
   EXPECT_LT(std::chrono::steady_clock::now() - begin, 20s);
-  EXPECT_TRUE(has(err_.str(), "'sleep 30' was ended by signal 15")) << err_.str();
+  EXPECT_TRUE(has(err_.str(), "`sleep 30` was ended by signal 15")) << err_.str();
   EXPECT_EQ(samples_reported(out_.str()), 3u) << out_.str();
   // The forwarding ends with the command: SIGTERM is back to what it was (the default).
   struct sigaction now {};
@@ -612,7 +619,7 @@ TEST(SampleCliBinary, SigtermReachesTheCommandAndTheResultsArePrinted) {
                                     "  c=$(pgrep -P $pid -x sleep) && break; sleep 0.05; done; " +
                                     "kill -TERM $pid; wait $pid");
   EXPECT_EQ(code, 128 + SIGTERM) << output;
-  EXPECT_TRUE(has(output, "'sleep 30' was ended by signal 15")) << output;
+  EXPECT_TRUE(has(output, "`sleep 30` was ended by signal 15")) << output;
   EXPECT_TRUE(has(output, "collapsed stacks: " + folded)) << output;
   EXPECT_TRUE(exists(folded));
 }
