@@ -127,8 +127,9 @@ perf:
                      hand back its samples, 1 to 86400 seconds (default: 60)
   --help             this text
 
-SIGINT and SIGTERM sent to opscope are passed on to the command; the samples taken until it
-ends are still printed and written.
+Ctrl-C at a terminal reaches the command directly; SIGINT and SIGTERM sent to opscope alone
+(kill) are passed on to it. Either way opscope waits for the command to end, then still prints
+and writes the samples taken until then.
 
 Exit code: the command's own (128+N when signal N ended it), with these exceptions:
   1    perf could not start sampling (the command did not run; the message says why and what
