@@ -48,6 +48,10 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built[0], target)
+        # The C API header, where opscope.get_include() looks for it.
+        header = target.parent / "include" / "opscope" / "python_capi.h"
+        header.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(HERE / "include" / "opscope" / "python_capi.h", header)
 
 
 setup(ext_modules=[Extension("opscope._C", sources=[])], cmdclass={"build_ext": CMakeBuild})

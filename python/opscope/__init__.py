@@ -9,4 +9,12 @@ from . import profiler
 
 __version__ = _C.__version__
 
-__all__ = ["profiler", "__version__"]
+__all__ = ["profiler", "get_include", "__version__"]
+
+
+def get_include() -> str:
+    """The folder to add to an extension's include path for ``opscope/python_capi.h``, the C
+    API through which C and C++ extensions record ranges into opscope's session."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")

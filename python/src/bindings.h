@@ -16,6 +16,8 @@ void bind_profiler(pybind11::module_& m);
 void bind_results(pybind11::module_& m);
 // The record_function context manager's native part (python/src/record_function.cpp).
 void bind_record_function(pybind11::module_& m);
+// The C API capsule for extensions, opscope._C._C_API (python/src/capi.cpp).
+void bind_capi(pybind11::module_& m);
 // Helpers the tests drive: ranges recorded by C++ threads (python/src/testing.cpp).
 void bind_testing(pybind11::module_& m);
 

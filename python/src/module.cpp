@@ -9,6 +9,7 @@ PYBIND11_MODULE(_C, m) {
   opscope::python::bind_profiler(m);
   opscope::python::bind_results(m);
   opscope::python::bind_record_function(m);
+  opscope::python::bind_capi(m);
   opscope::python::bind_testing(m);
   opscope::python::bind_record_function_fast(m);
   opscope::python::bind_traceback(m);
