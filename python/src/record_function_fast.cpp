@@ -20,6 +20,9 @@
 // __enter__ begins a range of its own, and __exit__ ends the latest range the calling thread
 // began on this object. The first range lives inside the object (no allocation); more are
 // allocated.
+//
+// Not a GC type, as PyTorch's is not: the object refers only to what it was given (a name,
+// an input list, a dict), so a cycle needs an input list that holds the object itself.
 #include <Python.h>
 #include <pythread.h>
 
@@ -215,7 +218,14 @@ void begin(RecordFunctionFastObject* self, RecordFunction& range) {
   if ((self->input_values != nullptr || self->keyword_values != nullptr) &&
       range.wants_inputs()) [[unlikely]] {
     InputStorage storage;
-    convert_inputs(self, storage);
+    try {
+      convert_inputs(self, storage);
+    } catch (const std::bad_alloc&) {
+      // Out of memory while converting: the range without its inputs, rather than an
+      // exception through the interpreter.
+      range.before(name);
+      return;
+    }
     range.before(name, std::span<const Value>(storage.values));
     return;
   }
