@@ -95,8 +95,11 @@ if record_function is not None:
 
 
 class Session:
-    """A session recording every thread, no lenses: opscope.profiler.profile when the Python
-    side exists, else the native profiler it wraps."""
+    """A session recording every thread with the given lenses (none by default):
+    opscope.profiler.profile when the Python side exists, else the native profiler it wraps."""
+
+    def __init__(self, **lenses):
+        self.lenses = lenses
 
     def __enter__(self):
         try:
@@ -104,11 +107,11 @@ class Session:
         except ImportError:
             profile = None
         if profile is not None:
-            self.p = profile()
+            self.p = profile(**self.lenses)
             self.p.__enter__()
             self.stop = lambda: self.p.__exit__(None, None, None)
         else:
-            self.p = _C.Profiler(activities=[_C.ProfilerActivity.CPU])
+            self.p = _C.Profiler(activities=[_C.ProfilerActivity.CPU], **self.lenses)
             self.p.start()
             self.stop = self.p.stop
         return self
@@ -125,13 +128,13 @@ def time_once(fn, calls):
     return (time.thread_time_ns() - t0) / calls
 
 
-def measure(calls, repeats, active):
+def measure(calls, repeats, active, **lenses):
     """Median ns per call of each variant, loop overhead subtracted."""
     samples = {name: [] for name, _ in VARIANTS}
     empty = []
     for _ in range(repeats):
         # A fresh session per repeat keeps its buffer small (each range is 32 bytes).
-        session = Session() if active else None
+        session = Session(**lenses) if active else None
         if session is not None:
             session.__enter__()
         try:
@@ -168,8 +171,11 @@ def main():
           f"median of {args.repeats} loops")
     inactive, overhead_inactive = measure(args.calls, args.repeats, active=False)
     active, overhead_active = measure(args.calls, args.repeats, active=True)
+    stacks, overhead_stacks = measure(args.calls, args.repeats, active=True, with_stack=True)
     report("No session", inactive, overhead_inactive)
     report("Session active (no lenses)", active, overhead_active)
+    report("Session with with_stack (5 Python frames deep)", stacks,
+           overhead_stacks)
 
     rff_idle = inactive["RecordFunctionFast(name)"] - inactive["trivial with (baseline)"]
     rff_active = active["RecordFunctionFast(name)"]
