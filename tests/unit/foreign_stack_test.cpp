@@ -3,6 +3,7 @@
 // the native walk, places.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "record/stack_capture.h"
+#include "support/unwinder_guard.h"
 
 namespace opscope_foreign_stack_test {
 
@@ -93,7 +95,10 @@ TEST_F(ForeignStack, RemovedProviderIsNotCalled) {
 
 // A module entered by foreign code (stack_address nullptr) is the provider's to place: the
 // native walk leaves it out, and still places the native modules around it.
-TEST(ForeignModules, NativeWalkSkipsForeignModules) {
+class ForeignModules : public ::testing::TestWithParam<opscope::record::Unwinder> {};
+
+TEST_P(ForeignModules, NativeWalkSkipsForeignModules) {
+  opscope::testing::UnwinderGuard unwinder(GetParam());
   const std::uint32_t foreign_label = opscope::collect::intern("nn.Module: FromPython");
   const opscope::internal::ModuleFrame foreign{nullptr, nullptr, 0, foreign_label};
   const opscope::internal::ModuleFrame* saved = opscope::internal::t_module;
@@ -107,5 +112,35 @@ TEST(ForeignModules, NativeWalkSkipsForeignModules) {
     EXPECT_NE(words[i], kLabelFrameBit | foreign_label) << "frame " << i;
   }
 }
+
+// A foreign module entered inside a native one (Python called from C++ that entered a
+// module): the native module is still placed, the foreign one still skipped.
+[[gnu::noipa]] std::vector<std::uint64_t> capture_inside_native_module(std::uint32_t foreign_label) {
+  OPSCOPE_MODULE("NativeOuter");
+  const opscope::internal::ModuleFrame foreign{opscope::internal::t_module, nullptr, 0,
+                                               foreign_label};
+  const opscope::internal::ModuleFrame* saved = opscope::internal::t_module;
+  opscope::internal::t_module = &foreign;
+  std::vector<std::uint64_t> words(opscope::record::kMaxStackFrames);
+  words.resize(opscope::record::capture_stack(words.data(), words.size(), 0, true));
+  opscope::internal::t_module = saved;
+  return words;
+}
+
+TEST_P(ForeignModules, NativeModulesAroundForeignOnesArePlaced) {
+  opscope::testing::UnwinderGuard unwinder(GetParam());
+  opscope::Profiler p({.with_stack = true, .with_modules = true});  // enables module scopes
+  p.start();
+  const std::uint32_t foreign_label = opscope::collect::intern("nn.Module: FromPython");
+  const std::uint32_t native_label = opscope::collect::intern("nn.Module: NativeOuter");
+  const std::vector<std::uint64_t> words = capture_inside_native_module(foreign_label);
+  p.stop();
+  EXPECT_EQ(std::count(words.begin(), words.end(), kLabelFrameBit | native_label), 1);
+  EXPECT_EQ(std::count(words.begin(), words.end(), kLabelFrameBit | foreign_label), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothUnwinders, ForeignModules,
+                         ::testing::Values(opscope::record::Unwinder::kFramePointers,
+                                           opscope::record::Unwinder::kDwarf));
 
 }  // namespace opscope_foreign_stack_test
