@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "opscope/internal/collector.h"
+#include "opscope/internal/tls.h"
 #include "opscope/record_function.h"
 
 namespace opscope {
@@ -34,7 +35,7 @@ struct ModuleFrame {
 };
 // The innermost module entered on the calling thread, or nullptr.
 extern constinit thread_local const ModuleFrame* t_module
-    __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model(OPSCOPE_TLS_MODEL)));
 }  // namespace internal
 
 class ModuleScope {

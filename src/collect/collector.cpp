@@ -18,7 +18,7 @@
 namespace opscope {
 namespace internal {
 
-constinit thread_local ThreadContext t_ctx __attribute__((tls_model("initial-exec"))) = {};
+constinit thread_local ThreadContext t_ctx __attribute__((tls_model(OPSCOPE_TLS_MODEL))) = {};
 std::atomic<std::uint32_t> g_state{0};
 std::atomic<std::uint32_t> g_lenses{0};
 
@@ -34,7 +34,7 @@ using internal::t_ctx;
 
 // Depth of the collector's slow paths on this thread (see in_slow_path() in collector.h).
 // Trivial and initial-exec: an allocator hook reads it from inside malloc.
-constinit thread_local int t_slow_depth __attribute__((tls_model("initial-exec"))) = 0;
+constinit thread_local int t_slow_depth __attribute__((tls_model(OPSCOPE_TLS_MODEL))) = 0;
 
 // Marks the calling thread as inside a slow path for its lifetime; nests.
 class SlowPathScope {

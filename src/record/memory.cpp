@@ -25,12 +25,12 @@ namespace {
 
 // The calling thread's MemoryCategoryScope. Trivial initial-exec thread_locals: reading them
 // from inside malloc must not call __tls_get_addr (which may allocate) or a TLS wrapper.
-constinit thread_local std::uint8_t t_category __attribute__((tls_model("initial-exec"))) =
+constinit thread_local std::uint8_t t_category __attribute__((tls_model(OPSCOPE_TLS_MODEL))) =
     static_cast<std::uint8_t>(MemoryCategory::kUnknown);
 // Set while the thread records a report. What opscope allocates meanwhile (registering the
 // thread, its first chunk) may come back as a report, from the hook or from an allocator
 // that reports itself; recording that one would re-enter the collector half-way through.
-constinit thread_local bool t_in_report __attribute__((tls_model("initial-exec"))) = false;
+constinit thread_local bool t_in_report __attribute__((tls_model(OPSCOPE_TLS_MODEL))) = false;
 
 constexpr std::string_view kCategoryNames[kNumMemoryCategories] = {
     "PARAMETER",  "OPTIMIZER_STATE", "INPUT",           "TEMPORARY",

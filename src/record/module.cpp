@@ -21,7 +21,7 @@
 namespace opscope {
 
 namespace internal {
-constinit thread_local const ModuleFrame* t_module __attribute__((tls_model("initial-exec"))) =
+constinit thread_local const ModuleFrame* t_module __attribute__((tls_model(OPSCOPE_TLS_MODEL))) =
     nullptr;
 }  // namespace internal
 

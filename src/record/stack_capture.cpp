@@ -48,7 +48,7 @@ struct StackBounds {
 };
 enum : std::uint8_t { kUnknown = 0, kLooking = 1, kReady = 2, kFailed = 3 };
 
-constinit thread_local StackBounds t_bounds __attribute__((tls_model("initial-exec"))) = {};
+constinit thread_local StackBounds t_bounds __attribute__((tls_model(OPSCOPE_TLS_MODEL))) = {};
 
 // 0xFF: not decided yet (the environment is read at the first capture).
 std::atomic<std::uint8_t> g_unwinder{0xFF};

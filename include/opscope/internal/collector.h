@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "opscope/internal/tls.h"
+
 namespace opscope::internal {
 
 // What a record describes. The values reach no file, but keep them stable anyway: later
@@ -78,7 +80,7 @@ struct ThreadContext {
 };
 
 extern constinit thread_local ThreadContext t_ctx
-    __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model(OPSCOPE_TLS_MODEL)));
 
 // The process-wide recording state, read with one relaxed load by every range.
 //   bits 0..7  : flags below
