@@ -3,6 +3,8 @@
 // `opscope` binary as a real process, against a fake failing perf and against the real perf
 // (skipped, with the reason, where perf cannot sample).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -621,6 +623,63 @@ TEST(SampleCliBinary, SigtermReachesTheCommandAndTheResultsArePrinted) {
   EXPECT_EQ(code, 128 + SIGTERM) << output;
   EXPECT_TRUE(has(output, "`sleep 30` was ended by signal 15")) << output;
   EXPECT_TRUE(has(output, "collapsed stacks: " + folded)) << output;
+  EXPECT_TRUE(exists(folded));
+}
+
+TEST(SampleCliBinary, CtrlCAtATerminalEndsTheCommandAndTheProfileIsPrinted) {
+  SKIP_UNLESS_PERF_SAMPLES();
+  // perf runs in a session of its own here (setsid), so that the terminal's SIGINT reaches only
+  // opscope and the command, which is what this test is about: opscope survives it, does not
+  // pass it on, waits for the command and prints its profile.
+  testing::TempDir dir;
+  const std::string perf = dir.file("perf-own-session");
+  const char* env = std::getenv("OPSCOPE_PERF");
+  std::ofstream(perf) << "#!/bin/sh\nexec setsid " << (env && *env ? env : "perf") << " \"$@\"\n";
+  fs::permissions(perf, fs::perms::owner_all);
+  const std::string folded = dir.file("s.folded");
+  const std::vector<std::string> args = {
+      kCli,       "sample",
+      "--perf",   perf,
+      "--output", folded,
+      "--",       "sh",
+      "-c",       "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  int terminal = -1;
+  const pid_t pid = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  // Reads the terminal until `want` shows (or it closes, or 30 s pass).
+  std::string screen;
+  const auto read_until = [&](const std::string& want) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!has(screen, want) && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{terminal, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(terminal, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: everyone holding the terminal is gone
+      screen.append(buf, static_cast<std::size_t>(n));
+    }
+    return has(screen, want);
+  };
+  const bool ready = read_until("ready");
+  EXPECT_TRUE(ready) << screen;
+  if (ready) EXPECT_EQ(::write(terminal, "\x03", 1), 1);  // the terminal's VINTR: Ctrl-C
+  EXPECT_TRUE(read_until("collapsed stacks: " + folded)) << screen;
+  if (!ready) ::kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ::close(terminal);
+  ASSERT_TRUE(WIFEXITED(status)) << "opscope was ended by signal " << WTERMSIG(status) << "\n"
+                                 << screen;
+  EXPECT_EQ(WEXITSTATUS(status), 7) << screen;  // the command's, from its trap
+  EXPECT_TRUE(has(screen, "got-int")) << screen;
   EXPECT_TRUE(exists(folded));
 }
 
