@@ -5,7 +5,8 @@
 // This file installs the record layer's foreign stack provider (src/record/stack_capture.h):
 // when the thread that begins a range holds the GIL, the native frames from the first one in
 // the interpreter or in this extension outward are replaced by the thread's Python frames,
-// "file.py(12): function" as PyTorch prints them. Native frames of other code called from
+// "file.py(12): function" as PyTorch prints them (this extension's innermost frames, the
+// entry point that began the range, are dropped too). Native frames of other code called from
 // Python (a C++ extension that records its own ranges) stay, innermost, before the Python
 // frames that called them: Python code is the outer caller of the native code it runs.
 //
@@ -32,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -98,6 +100,10 @@ bool is_runtime_frame(std::uint64_t word) {
   if (word & kLabelFrameBit) return false;
   const auto pc = static_cast<std::uintptr_t>(word);
   return g_interpreter.contains(pc) || g_extension.contains(pc);
+}
+
+bool is_extension_frame(std::uint64_t word) {
+  return (word & kLabelFrameBit) == 0 && g_extension.contains(static_cast<std::uintptr_t>(word));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,9 +223,18 @@ std::size_t python_stack(std::uint64_t* words, std::size_t n, std::size_t max) n
   const std::size_t count = walk_python_frames(frames.data(), std::min(max, frames.size()));
   if (count == 0) return n;  // Python is not running on this thread (a callback from C++)
 
-  // The native frames the interpreter ran, and everything outside them, give way.
-  std::size_t kept = 0;
-  while (kept < n && !is_runtime_frame(words[kept])) ++kept;
+  // Which native frames stay: this extension's innermost ones are the entry point that began
+  // the range (RecordFunctionFast.__enter__, record_function, the C API capsule's
+  // range_begin) and go; then the frames of the code that called it (another extension
+  // recording through the capsule) stay, up to the first frame of the interpreter or of this
+  // extension's bindings, where Python takes over: from there outward the Python frames
+  // replace the native ones.
+  std::size_t first = 0;
+  while (first < n && is_extension_frame(words[first])) ++first;
+  std::size_t end = first;
+  while (end < n && !is_runtime_frame(words[end])) ++end;
+  std::size_t kept = end - first;
+  if (first > 0 && kept > 0) std::memmove(words, words + first, kept * sizeof(words[0]));
 
   const bool modules =
       (internal::g_lenses.load(std::memory_order_relaxed) & internal::kLensModules) != 0;

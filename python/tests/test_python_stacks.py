@@ -34,7 +34,8 @@ def short(frames):
 def leaf_fast():
     mark("leaf_fast")
     with RecordFunctionFast("fast_op"):
-        pass
+        # Some self time: export_stacks leaves out stacks whose metric rounds to 0 us.
+        sum(range(5000))
 
 
 def leaf_user():
@@ -219,3 +220,33 @@ def test_native_threads_keep_native_frames():
     for e in natives:
         # No GIL on those threads: no Python frame may be read, none is invented.
         assert not any(".py(" in f for f in e.stack), e.stack
+
+
+def test_native_callers_through_the_c_api_keep_their_frames():
+    # An extension recording through the C API capsule, here called by ctypes (libffi and
+    # _ctypes are that "extension"): its native frames stay, innermost, then the Python
+    # frames that called it; the capsule's own entry point in _C is left out.
+    import ctypes
+
+    # PYFUNCTYPE: called with the GIL held, as an extension's code called from Python is.
+    begin_type = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
+    end_type = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+
+    class Api(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+                    ("range_begin", begin_type), ("range_end", end_type)]
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api = Api.from_address(get_pointer(_C._C_API, b"opscope._C._C_API"))
+
+    with profile(with_stack=True) as prof:
+        mark("capi")
+        api.range_end(api.range_begin(b"from_capi", 9, 0))
+    stack = only(prof, "from_capi").stack
+    python = [i for i, f in enumerate(stack) if ".py(" in f]
+    assert python, stack
+    assert python[0] > 0, stack  # native frames first: the caller's (ctypes'), not _C's
+    assert not any("_C.cpython" in f or "range_begin" in f for f in stack[: python[0]]), stack
+    assert short(stack)[python[0]] == frame("capi", "test_native_callers_through_the_c_api_keep_their_frames")
