@@ -48,7 +48,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own: Ctrl-C at a terminal goes to the terminal's foreground group,
+  // and perf would end on it (re-raising SIGINT after writing its file) and lose the run. The
+  // program decides what Ctrl-C means; the session ends perf with "stop" or a signal of its own.
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   int error = posix_spawnp(&pid_, args[0], &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

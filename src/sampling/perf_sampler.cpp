@@ -174,12 +174,17 @@ class PerfSession final : public SamplerSession {
         return;
       }
       if (std::optional<int> status = record_->poll()) {
-        std::string output = record_output();
-        if (mentions(output, {"No such process"}) && ::kill(request_.pid, 0) == 0 &&
+        // This attempt's output decides what to do; the message shows every attempt's.
+        std::string output = record_output().substr(std::min(launch_offset_, record_output().size()));
+        const bool thread_race = mentions(output, {"No such process"}) ||
+                                 output.find_first_not_of(" \n") == std::string::npos;
+        if (thread_race && ::kill(request_.pid, 0) == 0 &&
             ++thread_race_retries_ <= kThreadRaceRetries) {
-          // perf lists the process's threads, then attaches to each: a thread that ends in
-          // between fails the whole attach ("Couldn't create thread/CPU maps: No such
-          // process"). The process is still there, so it is a race with its threads: retry.
+          // perf lists the process's threads, then attaches to each and describes each in its
+          // file: a thread that ends in between fails the whole attach, with "Couldn't create
+          // thread/CPU maps: No such process", or, when it ends during the description, with
+          // status 255 and no message at all. The process is still there, so it is a race
+          // with its threads: retry.
           drain_control();
           launch(event_);
           continue;
@@ -195,7 +200,7 @@ class PerfSession final : public SamplerSession {
           continue;
         }
         fail(fmt::format("perf record {} before it started sampling", describe_wait_status(*status)),
-             output);
+             record_output());
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         record_->kill();
@@ -289,8 +294,10 @@ class PerfSession final : public SamplerSession {
     // once, from the same binaries.
     argv.insert(argv.end(), {"--no-buildid", "-o", data_path(), "-p", std::to_string(request_.pid)});
     command_ = command_line(argv);
+    // A relaunch appends: the earlier attempts' output explains the relaunch.
     std::string log = dir_ + "/record.log";
-    std::ofstream(log, std::ios::trunc).close();
+    if (launches_++ > 0) std::ofstream(log, std::ios::app) << "[opscope: relaunching perf record]\n";
+    launch_offset_ = read_text(log).size();
     // "enable" waits in the FIFO until perf has attached; perf answers it with "ack".
     write_control("enable\n");
     state_.store(SamplerState::kPreparing, std::memory_order_release);
@@ -416,6 +423,8 @@ class PerfSession final : public SamplerSession {
   std::string script_errors_;
   static constexpr int kThreadRaceRetries = 5;
   int thread_race_retries_ = 0;
+  int launches_ = 0;
+  std::size_t launch_offset_ = 0;  // where the current attempt's output starts in record.log
   std::unique_ptr<ChildProcess> record_;
   std::unique_ptr<ChildProcess> script_;
   std::atomic<SamplerState> state_{SamplerState::kIdle};
