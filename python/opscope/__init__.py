@@ -6,10 +6,12 @@
 
 from . import _C
 from . import profiler
+from . import traceback
+from ._C import ModuleScope as module
 
 __version__ = _C.__version__
 
-__all__ = ["profiler", "get_include", "__version__"]
+__all__ = ["profiler", "traceback", "module", "get_include", "__version__"]
 
 
 def get_include() -> str:
