@@ -558,10 +558,7 @@ std::uint64_t self_samples_of(const SampleProfile& profile, std::string_view fun
 
 TEST(PerfSampling, AThreeToOneWorkloadShowsThreeToOne) {
   REQUIRE_PERF();
-  FunctionProfilerOptions options;
-  options.frequency_hz = 2000;
-  options.stop_at_error = true;
-  FunctionProfiler profiler(options);
+  FunctionProfiler profiler({.stop_at_error = true, .frequency_hz = 2000});
   // Interleaved in short rounds, so that a machine that slows down for a while (other tenants)
   // slows both loops alike. Each loop's CPU time is measured too: on a loaded virtual machine a
   // vCPU loses time to the host that the guest still counts as running (steal), in the
@@ -606,10 +603,7 @@ TEST(PerfSampling, AThreeToOneWorkloadShowsThreeToOne) {
 
 TEST(PerfSampling, SamplesInsideRangesGetTheRangeAsAFrame) {
   REQUIRE_PERF();
-  FunctionProfilerOptions options;
-  options.frequency_hz = 2000;
-  options.stop_at_error = true;
-  FunctionProfiler profiler(options);
+  FunctionProfiler profiler({.stop_at_error = true, .frequency_hz = 2000});
   Profiler session;  // a session recording at the same time sees the same ranges
   session.start();
   const std::uint64_t n = iterations_for_ms(100);
@@ -645,10 +639,7 @@ TEST(PerfSampling, SamplesInsideRangesGetTheRangeAsAFrame) {
 
 TEST(PerfSampling, SamplesFromOtherThreadsAreKept) {
   REQUIRE_PERF();
-  FunctionProfilerOptions options;
-  options.frequency_hz = 2000;
-  options.stop_at_error = true;
-  FunctionProfiler profiler(options);
+  FunctionProfiler profiler({.stop_at_error = true, .frequency_hz = 2000});
   const std::uint64_t n = iterations_for_ms(100);
   profiler.profile([n] {
     std::thread worker([n] { busy_one(n); });
@@ -665,9 +656,7 @@ TEST(PerfSampling, TwoThreadsProfilingAtOnceRunBothFunctionsOnce) {
   std::atomic<int> profiled{0};
   WarningCapture warnings;
   auto body = [&] {
-    FunctionProfilerOptions options;
-    options.frequency_hz = 1000;
-    FunctionProfiler profiler(options);
+    FunctionProfiler profiler({.frequency_hz = 1000});
     const std::uint64_t n = iterations_for_ms(100);
     profiler.profile([&] { ++calls; busy_one(n); });
     if (profiler.last_result().profiled) ++profiled;
@@ -697,10 +686,7 @@ TEST(PerfSampling, AttachingWhileThreadsComeAndGo) {
       short_lived.join();
     }
   });
-  FunctionProfilerOptions options;
-  options.stop_at_error = true;
-  options.frequency_hz = 1000;
-  FunctionProfiler profiler(options);
+  FunctionProfiler profiler({.stop_at_error = true, .frequency_hz = 1000});
   for (int run = 0; run < 4; ++run) {
     std::string error = error_of([&] { profiler.profile([] { busy_one(iterations_for_ms(20)); }); });
     EXPECT_EQ(error, "(no error)") << "run " << run;
@@ -711,11 +697,8 @@ TEST(PerfSampling, AttachingWhileThreadsComeAndGo) {
 
 TEST(PerfSampling, MaxDurationEndsSamplingButNotTheFunction) {
   REQUIRE_PERF();
-  FunctionProfilerOptions options;
-  options.frequency_hz = 1000;
-  options.max_profile_duration_sec = 0.1;
-  options.stop_at_error = true;
-  FunctionProfiler profiler(options);
+  FunctionProfiler profiler(
+      {.stop_at_error = true, .max_profile_duration_sec = 0.1, .frequency_hz = 1000});
   const std::uint64_t n = iterations_for_ms(400);
   auto start = std::chrono::steady_clock::now();
   profiler.profile([n] { busy_one(n); });

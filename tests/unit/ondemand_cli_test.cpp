@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "export/json_reader.h"
 #include "ondemand/daemon.h"
+#include "support/cli_usage.h"
 #include "support/test_support.h"
 
 namespace opscope::cli {
@@ -24,14 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    parse(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tests::usage_error;
 
 const std::vector<std::string> kBase = {"trace", "--pid",      "42",         "--duration-ms",
                                         "500",   "--log-file", "/tmp/t.json"};

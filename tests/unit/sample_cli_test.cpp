@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "support/cli_usage.h"
 #include "support/test_support.h"
 
 namespace opscope::cli {
@@ -31,14 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    parse(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tests::usage_error;
 
 std::vector<std::string> sample(std::vector<std::string> flags) {
   std::vector<std::string> a = {"sample"};
