@@ -9,7 +9,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -19,6 +21,7 @@
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "sampling/perf_script.h"
+#include "sampling/range_log.h"
 #include "support/test_support.h"
 
 namespace opscope {
@@ -172,6 +175,42 @@ TEST(SampleProfile, WritesTheStackFileAndASummary) {
   EXPECT_LT(summary.find("hot"), summary.find("cold"));
   std::string error = error_of([&] { profile.write_collapsed_stacks("/nonexistent-dir/x.folded"); });
   EXPECT_NE(error.find("/nonexistent-dir/x.folded"), std::string::npos) << error;
+}
+
+// --- the range log ------------------------------------------------------------------------------
+
+TEST(RangeLog, LogsNestedRangesAndOnesThatEndOnAnotherThread) {
+  sampling::RangeLog log;
+  auto before = std::chrono::steady_clock::now();
+  std::optional<RecordFunction> async;
+  {
+    OPSCOPE_RECORD_FUNCTION("outer");
+    OPSCOPE_RECORD_FUNCTION("inner");
+    async.emplace("async");
+  }
+  std::thread([&] { async.reset(); }).join();  // ends on another thread
+  RecordFunction still_open("still_open");
+  std::vector<SampledRange> ranges = log.take();
+  still_open.end();
+  auto after = std::chrono::steady_clock::now();
+  ASSERT_EQ(ranges.size(), 4u);
+  std::map<std::string, SampledRange> by_name;
+  for (const SampledRange& r : ranges) by_name[r.name] = r;
+  const auto ns = [](auto t) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          t.time_since_epoch()).count());
+  };
+  const SampledRange& outer = by_name["outer"];
+  const SampledRange& inner = by_name["inner"];
+  EXPECT_EQ(outer.tid, sampling::current_tid());
+  // CLOCK_MONOTONIC (steady_clock) ns, nested as the ranges were.
+  EXPECT_GE(outer.begin_ns + 1000, ns(before));
+  EXPECT_LE(outer.begin_ns, inner.begin_ns);
+  EXPECT_LE(inner.end_ns, outer.end_ns);
+  EXPECT_LE(outer.end_ns, ns(after) + 1000);
+  EXPECT_NE(by_name["async"].end_ns, UINT64_MAX);  // found on its starting thread's log
+  EXPECT_EQ(by_name["async"].tid, sampling::current_tid());
+  EXPECT_EQ(by_name["still_open"].end_ns, UINT64_MAX);
 }
 
 // --- FunctionProfiler against scripted samplers ------------------------------------------------
