@@ -175,7 +175,8 @@ class PerfSession final : public SamplerSession {
       }
       if (std::optional<int> status = record_->poll()) {
         // This attempt's output decides what to do; the message shows every attempt's.
-        std::string output = record_output().substr(std::min(launch_offset_, record_output().size()));
+        const std::string all_output = record_output();
+        const std::string output = all_output.substr(std::min(launch_offset_, all_output.size()));
         const bool thread_race = mentions(output, {"No such process"}) ||
                                  output.find_first_not_of(" \n") == std::string::npos;
         if (thread_race && ::kill(request_.pid, 0) == 0 &&
@@ -200,7 +201,7 @@ class PerfSession final : public SamplerSession {
           continue;
         }
         fail(fmt::format("perf record {} before it started sampling", describe_wait_status(*status)),
-             record_output());
+             all_output);
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         record_->kill();

@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "export/json_reader.h"
 #include "ondemand/daemon.h"
-#include "support/cli_usage.h"
+#include "support/cli_test_support.h"
 #include "support/test_support.h"
 
 namespace opscope::cli {
@@ -25,6 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using tests::shell;
 using tests::usage_error;
 
 const std::vector<std::string> kBase = {"trace", "--pid",      "42",         "--duration-ms",
@@ -173,16 +174,6 @@ TEST(OndemandCli, SaysWhyNothingMatched) {
   EXPECT_NE(err.str().find("no process is registered"), std::string::npos) << err.str();
 }
 
-// Runs a command line in a shell; returns its exit code and its stdout+stderr.
-std::pair<int, std::string> shell(const std::string& command) {
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 TEST(OndemandCli, TheBinaryTracesAFakeProcessAndWaitsForItsFile) {
   testing::TempDir dir;

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "support/cli_usage.h"
+#include "support/cli_test_support.h"
 #include "support/test_support.h"
 
 namespace opscope::cli {
@@ -32,6 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+using tests::shell;
 using tests::usage_error;
 
 std::vector<std::string> sample(std::vector<std::string> flags) {
@@ -528,16 +529,6 @@ TEST_F(SampleCliRun, ATerminalsCtrlCIsNotPassedOnTwice) {
 
 // ---- The `opscope` binary as a real process.
 
-// Runs a command line in a shell; its exit code (128+N for a signal) and stdout+stderr.
-std::pair<int, std::string> shell(const std::string& command) {
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 // The binary uses the same perf as the in-process probe ($OPSCOPE_PERF, else perf).
 #define SKIP_UNLESS_PERF_SAMPLES() \
