@@ -18,9 +18,9 @@ opscope::Profiler* g_profiler = nullptr;
 template <bool kShapes, bool kStack, bool kModules>
 void start(const benchmark::State&) {
   opscope::ProfilerConfig config;
-  config.record_shapes = kShapes;
-  config.with_stack = kStack;
-  config.with_modules = kModules;
+  config.lenses.record_shapes = kShapes;
+  config.lenses.with_stack = kStack;
+  config.lenses.with_modules = kModules;
   config.experimental.buffer_limit_bytes = 8ull << 30;
   g_profiler = new opscope::Profiler(config);
   g_profiler->start();
@@ -48,35 +48,45 @@ void stop(const benchmark::State&) {
 void BM_PlainRange(benchmark::State& state) {
   for (auto _ : state) plain_range();
 }
-BENCHMARK(BM_PlainRange)->Setup(start<false, false, false>)->Teardown(stop)
+BENCHMARK(BM_PlainRange)
+    ->Setup(start<false, false, false>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 // Two tensor inputs given, no lens asks for them: the inputs are never built.
 void BM_InputsNotRecorded(benchmark::State& state) {
   for (auto _ : state) range_with_inputs(32, 64, 128);
 }
-BENCHMARK(BM_InputsNotRecorded)->Setup(start<false, false, false>)->Teardown(stop)
+BENCHMARK(BM_InputsNotRecorded)
+    ->Setup(start<false, false, false>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 // record_shapes: two tensor inputs encoded into the buffer.
 void BM_InputsRecorded(benchmark::State& state) {
   for (auto _ : state) range_with_inputs(32, 64, 128);
 }
-BENCHMARK(BM_InputsRecorded)->Setup(start<true, false, false>)->Teardown(stop)
+BENCHMARK(BM_InputsRecorded)
+    ->Setup(start<true, false, false>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 // A range without inputs inside a record_shapes session.
 void BM_PlainRangeShapesSession(benchmark::State& state) {
   for (auto _ : state) plain_range();
 }
-BENCHMARK(BM_PlainRangeShapesSession)->Setup(start<true, false, false>)->Teardown(stop)
+BENCHMARK(BM_PlainRangeShapesSession)
+    ->Setup(start<true, false, false>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 // with_stack: the range's native stack captured at begin (the benchmark harness is ~6 deep).
 void BM_RangeWithStack(benchmark::State& state) {
   for (auto _ : state) plain_range();
 }
-BENCHMARK(BM_RangeWithStack)->Setup(start<false, true, false>)->Teardown(stop)
+BENCHMARK(BM_RangeWithStack)
+    ->Setup(start<false, true, false>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 // with_stack and with_modules, inside one module.
@@ -84,7 +94,9 @@ void BM_RangeWithStackInModule(benchmark::State& state) {
   OPSCOPE_MODULE("Bench");
   for (auto _ : state) plain_range();
 }
-BENCHMARK(BM_RangeWithStackInModule)->Setup(start<false, true, true>)->Teardown(stop)
+BENCHMARK(BM_RangeWithStackInModule)
+    ->Setup(start<false, true, true>)
+    ->Teardown(stop)
     ->Iterations(kIterations);
 
 }  // namespace

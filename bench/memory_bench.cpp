@@ -84,7 +84,7 @@ class Session {
   void start() {
     if (mode_ == kNoSession) return;
     profiler_ = std::make_unique<opscope::Profiler>(
-        opscope::ProfilerConfig{.profile_memory = mode_ == kRecording});
+        opscope::ProfilerConfig{.lenses = {.profile_memory = mode_ == kRecording}});
     profiler_->start();
   }
   void stop() {

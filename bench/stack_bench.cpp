@@ -69,7 +69,7 @@ BENCHMARK(BM_CaptureStack)
 // A session that enters modules, for the module benchmarks.
 opscope::Profiler* g_profiler = nullptr;
 void start_modules(const benchmark::State&) {
-  g_profiler = new opscope::Profiler({.with_stack = true, .with_modules = true});
+  g_profiler = new opscope::Profiler({.lenses = {.with_stack = true, .with_modules = true}});
   g_profiler->start();
 }
 void stop_modules(const benchmark::State&) {

@@ -60,7 +60,9 @@ struct ReportingAllocator {
     std::allocator<T>().deallocate(p, n);
   }
   template <typename U>
-  bool operator==(const ReportingAllocator<U>&) const { return true; }
+  bool operator==(const ReportingAllocator<U>&) const {
+    return true;
+  }
 };
 
 // A row-major matrix.
@@ -187,7 +189,8 @@ struct Linear {
   std::int64_t sequence_nr = -1;
   std::uint64_t forward_thread = 0;
 
-  Linear(std::string module_name, int in, int out, std::mt19937& rng) : name(std::move(module_name)) {
+  Linear(std::string module_name, int in, int out, std::mt19937& rng)
+      : name(std::move(module_name)) {
     opscope::MemoryCategoryScope category(opscope::MemoryCategory::kParameter);
     weight = Tensor(in, out);
     bias = Tensor(1, out);
@@ -351,11 +354,11 @@ int main(int argc, char** argv) {
     auto write_trace = opscope::tensorboard_trace_handler(out_dir.string());
     int window = 0;
     opscope::Profiler prof({
-        .record_shapes = true,
-        .profile_memory = true,
-        .with_stack = true,
-        .with_flops = true,
-        .with_modules = true,
+        .lenses = {.record_shapes = true,
+                   .profile_memory = true,
+                   .with_stack = true,
+                   .with_flops = true,
+                   .with_modules = true},
         .schedule = opscope::schedule({.wait = 1, .warmup = 1, .active = 3, .repeat = 2}),
         .on_trace_ready =
             [&](opscope::Profiler& p) {
@@ -381,15 +384,15 @@ int main(int argc, char** argv) {
 
     print_table(prof, 15, "Last recording window");
     const std::string by_shape = prof.key_averages(/*group_by_input_shape=*/true)
-                                     .table({.sort_by = "cpu_time_total", .row_limit = 8,
+                                     .table({.sort_by = "cpu_time_total",
+                                             .row_limit = 8,
                                              .header = "Last window by input shape"});
     std::printf("%s\n", by_shape.c_str());
     const std::string stacks = (out_dir / "demo_stacks.txt").string();
     const std::string timeline = (out_dir / "demo_memory.html").string();
     prof.export_stacks(stacks, "self_cpu_time_total");
     prof.export_memory_timeline(timeline, "cpu");
-    std::printf("Collapsed stacks: %s (flamegraph.pl or https://speedscope.app)\n",
-                stacks.c_str());
+    std::printf("Collapsed stacks: %s (flamegraph.pl or https://speedscope.app)\n", stacks.c_str());
     std::printf("Memory timeline:  %s\n", timeline.c_str());
     const opscope::SessionStats stats = prof.stats();
     std::printf("%llu events recorded, %llu dropped\n\n",

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   std::cout << "wrote " << (dir / "legacy_trace.json").string() << "\n";
 
   // 2. Enable and disable by hand, with shapes; a worker joins through ThreadLocalState.
-  opscope::enable_profiler_legacy({.report_input_shapes = true});
+  opscope::enable_profiler_legacy({.lenses = {.record_shapes = true}});
   model();
   std::thread(opscope::wrap([] { layer(); })).join();
   const opscope::ThreadEventLists lists = opscope::disable_profiler_legacy();

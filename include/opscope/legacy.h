@@ -45,11 +45,11 @@ enum class LegacyProfilerState : std::uint8_t {
 
 struct LegacyProfilerConfig {
   LegacyProfilerState state = LegacyProfilerState::kCPU;
-  bool report_input_shapes = false;  // LegacyEvent::shapes() of ranges given inputs
-  bool profile_memory = false;       // MemoryAlloc events from report_memory_usage
-  bool with_stack = false;           // LegacyEvent::stack()
-  bool with_flops = false;           // LegacyEvent::flops()
-  bool with_modules = false;         // module frames in stacks
+  // record_shapes fills LegacyEvent::shapes() of ranges given inputs (PyTorch's
+  // report_input_shapes); profile_memory adds MemoryAlloc events from report_memory_usage;
+  // with_stack fills LegacyEvent::stack(); with_flops LegacyEvent::flops(); with_modules puts
+  // module frames in stacks.
+  LensSet lenses = {};
 };
 
 // Values reach serialized events: never reuse one.

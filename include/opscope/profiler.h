@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "opscope/internal/requires_cxx20.h"
 #include "opscope/key_averages.h"
+#include "opscope/lenses.h"
 #include "opscope/result.h"
 #include "opscope/schedule.h"
 
@@ -51,11 +53,7 @@ struct ExperimentalConfig {
 struct ProfilerConfig {
   std::vector<ActivityType> activities = {ActivityType::kCPU};
   // Lenses: what each range records besides its times (README, "Lenses").
-  bool record_shapes = false;   // inputs given to ranges: "Input Dims", "Input Shapes" column
-  bool profile_memory = false;  // allocation reports: "[memory]" events, "CPU Mem" columns
-  bool with_stack = false;      // native call stack at range begin: "Call stack", export_stacks
-  bool with_flops = false;      // FLOPs from inputs or set_flops(): "Total ...FLOPs" column
-  bool with_modules = false;    // ModuleScope path of each range, module frames in stacks
+  LensSet lenses = {};
   Schedule schedule = {};  // empty: record every step
   std::function<void(Profiler&)> on_trace_ready = {};
   ExperimentalConfig experimental = {};

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "opscope/lenses.h"
 #include "opscope/memory.h"
 #include "opscope/record_function.h"
 #include "opscope/value.h"
@@ -48,8 +49,8 @@ struct MemoryUse {
 // One frame of a call stack: a native return address, or a labelled frame (a module
 // "nn.Module: Linear_0", later a Python "file.py(12): fn") that needs no symbolizing.
 struct StackFrame {
-  std::uint64_t pc = 0;     // native frames
-  std::string_view label;   // labelled frames (pc == 0)
+  std::uint64_t pc = 0;    // native frames
+  std::string_view label;  // labelled frames (pc == 0)
 
   bool is_native() const { return label.empty(); }
   friend bool operator==(const StackFrame&, const StackFrame&) = default;
@@ -73,22 +74,22 @@ struct ThreadInfo {
 // One recorded event. Times are nanoseconds since the Unix epoch (wall clock), converted from
 // the hardware counter at stop.
 struct Event {
-  std::string_view name;          // stable for the result's lifetime
+  std::string_view name;           // stable for the result's lifetime
   const CallSite* site = nullptr;  // the macro's call site; nullptr for dynamic names
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
-  std::int64_t self_ns = 0;        // duration minus the durations of its children
-  std::uint64_t handle = 0;        // record function id, also the correlation ("External id")
-  std::int64_t sequence_nr = -1;   // -1 when not set
+  std::int64_t self_ns = 0;             // duration minus the durations of its children
+  std::uint64_t handle = 0;             // record function id, also the correlation ("External id")
+  std::int64_t sequence_nr = -1;        // -1 when not set
   std::uint64_t forward_thread_id = 0;  // 0 when not set
-  std::int32_t thread = 0;         // index into ProfilerResult::threads()
+  std::int32_t thread = 0;              // index into ProfilerResult::threads()
   // The enclosing range on the same thread, or -1. Instants and memory events get the
   // innermost range open on their thread at that time, but are not linked as its children.
   std::int32_t parent = -1;
   std::int32_t first_child = -1;
   std::int32_t next_sibling = -1;
-  std::int32_t detail = -1;        // index into ProfilerResult::details(); -1: none
-  std::int32_t end_thread = -1;    // kAsyncRange: the thread that ended it; -1 otherwise
+  std::int32_t detail = -1;      // index into ProfilerResult::details(); -1: none
+  std::int32_t end_thread = -1;  // kAsyncRange: the thread that ended it; -1 otherwise
   EventKind kind = EventKind::kRange;
   RecordScope scope = RecordScope::kFunction;
 
@@ -104,15 +105,6 @@ struct SessionStats {
   // Options that were asked for but that this build does not record ("cuda" without a GPU
   // backend).
   std::vector<std::string> not_recorded;
-};
-
-// The lenses a window recorded with (ProfilerConfig's switches).
-struct LensSet {
-  bool record_shapes = false;
-  bool profile_memory = false;
-  bool with_stack = false;
-  bool with_flops = false;
-  bool with_modules = false;
 };
 
 class ProfilerResult {

@@ -9,6 +9,8 @@
 // callback that needs the GIL from deadlocking against a thread that holds the GIL and waits
 // for the mutex; the mutex is recursive so that on_trace_ready may call the profiler back
 // (export_chrome_trace, key_averages).
+#include "opscope/profiler.h"
+
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -20,7 +22,6 @@
 #include "bindings.h"
 #include "common.h"
 #include "opscope/execution_trace.h"
-#include "opscope/profiler.h"
 #include "opscope/schedule.h"
 #include "results.h"
 
@@ -76,11 +77,13 @@ struct PyProfiler {
 
 using Lock = std::lock_guard<std::recursive_mutex>;
 
-std::unique_ptr<PyProfiler> make_profiler(
-    std::vector<ActivityType> activities, const py::object& schedule,
-    const py::object& on_trace_ready, bool record_shapes, bool profile_memory, bool with_stack,
-    bool with_flops, bool with_modules, std::optional<ExperimentalConfig> experimental,
-    const py::object& execution_trace_observer) {
+std::unique_ptr<PyProfiler> make_profiler(std::vector<ActivityType> activities,
+                                          const py::object& schedule,
+                                          const py::object& on_trace_ready, bool record_shapes,
+                                          bool profile_memory, bool with_stack, bool with_flops,
+                                          bool with_modules,
+                                          std::optional<ExperimentalConfig> experimental,
+                                          const py::object& execution_trace_observer) {
   ProfilerConfig config;
   config.activities = std::move(activities);
   config.schedule = to_schedule(schedule);
@@ -96,11 +99,11 @@ std::unique_ptr<PyProfiler> make_profiler(
       fn->get()();
     };
   }
-  config.record_shapes = record_shapes;
-  config.profile_memory = profile_memory;
-  config.with_stack = with_stack;
-  config.with_flops = with_flops;
-  config.with_modules = with_modules;
+  config.lenses.record_shapes = record_shapes;
+  config.lenses.profile_memory = profile_memory;
+  config.lenses.with_stack = with_stack;
+  config.lenses.with_flops = with_flops;
+  config.lenses.with_modules = with_modules;
   if (experimental) config.experimental = *experimental;
   if (!execution_trace_observer.is_none()) {
     if (!py::isinstance<ExecutionTraceObserver>(execution_trace_observer)) {

@@ -158,14 +158,14 @@ class ListBuilder {
   LegacyEvent push(const Event& e) {
     const EventDetail* d = result_.detail(e);
     LegacyEvent p(LegacyEventKind::kPushRange, std::string(e.name), tid(e.thread), e.start_ns,
-                  e.handle, config_.report_input_shapes ? shapes_of(d) : decltype(shapes_of(d)){},
+                  e.handle, config_.lenses.record_shapes ? shapes_of(d) : decltype(shapes_of(d)){},
                   node_);
     p.set_sequence_nr(e.sequence_nr);
     p.set_fwd_thread_id(e.forward_thread_id);
     p.set_scope(e.scope);
     p.set_async(e.kind == EventKind::kAsyncRange);
-    if (config_.with_flops) p.set_flops(analysis::flops_of(result_, e));
-    if (config_.with_stack && d != nullptr && d->stack >= 0) {
+    if (config_.lenses.with_flops) p.set_flops(analysis::flops_of(result_, e));
+    if (config_.lenses.with_stack && d != nullptr && d->stack >= 0) {
       p.set_stack(analysis::stack_text(result_, e, symbolizer_));
     }
     return p;
@@ -227,15 +227,14 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
       try {
         session::WindowOptions w;
         w.epoch.record_all_threads = false;
-        w.lenses = {config.report_input_shapes, config.profile_memory, config.with_stack,
-                    config.with_flops, config.with_modules};
+        w.lenses = config.lenses;
         s->recorder.start_window(w);
       } catch (...) {
         session::Recorder::release(s.get());
         throw;
       }
     } else {
-      s->nvtx_callback = nvtx::add_range_forwarding(config.report_input_shapes);
+      s->nvtx_callback = nvtx::add_range_forwarding(config.lenses.record_shapes);
     }
     g_session = s;
   }

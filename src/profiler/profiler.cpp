@@ -155,8 +155,7 @@ struct Profiler::Impl {
         w.epoch.record_all_threads = config.experimental.record_all_threads;
         w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
         w.not_recorded = not_recorded;
-        w.lenses = {config.record_shapes, config.profile_memory, config.with_stack,
-                    config.with_flops, config.with_modules};
+        w.lenses = config.lenses;
         recorder.start_window(w);
         break;
       }

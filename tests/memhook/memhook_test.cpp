@@ -170,7 +170,7 @@ TEST(MemHook, TheProgramExportsWhatTheHookCalls) {
 
 TEST(MemHook, NewAndMallocAreReportedWithTheirSizeAndAttributedToTheRange) {
   constexpr std::size_t kNew = 3000, kMalloc = 5000;
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   char* a = nullptr;
   void* m = nullptr;
@@ -215,7 +215,7 @@ TEST(MemHook, TotalsStartFromTheHeapInUseAndMoveByTheReportedBytes) {
   constexpr std::size_t kOld = 4 << 20;
   void* old_block = std::malloc(kOld);
   escape(old_block);
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   std::free(old_block);
   std::vector<void*> blocks;
@@ -273,7 +273,7 @@ TEST(MemHook, EveryAllocationFunctionIsReported) {
        [](void* p) { ::operator delete(p, 600); }},
   };
   std::vector<void*> blocks(cases.size());
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   for (std::size_t i = 0; i < cases.size(); ++i) {
     blocks[i] = cases[i].allocate();
@@ -292,7 +292,7 @@ TEST(MemHook, EveryAllocationFunctionIsReported) {
 }
 
 TEST(MemHook, ReallocIsAFreeOfTheOldBlockAndAnAllocationOfTheNew) {
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   void* small = std::malloc(64);
   escape(small);
@@ -339,7 +339,7 @@ TEST(MemHook, ReallocIsAFreeOfTheOldBlockAndAnAllocationOfTheNew) {
 }
 
 TEST(MemHook, CategoryScopesApplyToHookedAllocations) {
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   char* p = nullptr;
   {
@@ -379,7 +379,7 @@ TEST(MemHook, NothingIsReportedWithoutProfileMemoryOrOutsideASession) {
   EXPECT_FALSE(memory_profiling_enabled());
   void* between = std::malloc(2000);
   escape(between);
-  Profiler prof({.profile_memory = true});
+  Profiler prof({.lenses = {.profile_memory = true}});
   prof.start();
   std::free(between);
   prof.stop();
@@ -393,7 +393,7 @@ TEST(MemHook, NothingIsReportedWithoutProfileMemoryOrOutsideASession) {
 // inside the collector, which holds the buffer's lock then.
 TEST(MemHook, ManyRangesWhileProfilingMemoryDoNotDeadlock) {
   run_in_child([] {
-    Profiler prof({.profile_memory = true});
+    Profiler prof({.lenses = {.profile_memory = true}});
     prof.start();
     constexpr int kRanges = 300'000;  // about 9 MiB of buffer: a dozen chunk changes
     for (int i = 0; i < kRanges; ++i) {
@@ -419,7 +419,7 @@ TEST(MemHook, ThreadsAllocateConcurrently) {
   run_in_child([] {
     constexpr int kThreads = 4;
     constexpr int kIterations = 5000;
-    Profiler prof({.profile_memory = true});
+    Profiler prof({.lenses = {.profile_memory = true}});
     prof.start();
     std::atomic<bool> go{false};
     std::vector<std::thread> threads;

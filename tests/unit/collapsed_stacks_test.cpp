@@ -290,8 +290,8 @@ TEST(CollapsedStacks, FailedExportsLeaveNoFile) {
 
 // Records the model's step with with_stack (and modules when asked) and returns the profiler.
 std::unique_ptr<Profiler> record_model(bool with_modules) {
-  auto prof =
-      std::make_unique<Profiler>(ProfilerConfig{.with_stack = true, .with_modules = with_modules});
+  auto prof = std::make_unique<Profiler>(
+      ProfilerConfig{.lenses = {.with_stack = true, .with_modules = with_modules}});
   prof->start();
   for (int i = 0; i < 3; ++i) opscope_collapsed_test::model_step();
   prof->stop();

@@ -63,7 +63,7 @@ std::vector<std::string> labels_of(const opscope::ProfilerResult& r, std::string
 [[gnu::noipa]] void ranged() { OPSCOPE_RECORD_FUNCTION("with_foreign"); }
 
 TEST_F(ForeignStack, ProviderFramesFollowTheNativeFrames) {
-  opscope::Profiler p({.with_stack = true});
+  opscope::Profiler p({.lenses = {.with_stack = true}});
   p.start();
   ranged();
   p.stop();
@@ -76,7 +76,7 @@ TEST_F(ForeignStack, ProviderFramesFollowTheNativeFrames) {
 }
 
 TEST_F(ForeignStack, NotCalledWithoutWithStack) {
-  opscope::Profiler p({.record_shapes = true});
+  opscope::Profiler p({.lenses = {.record_shapes = true}});
   p.start();
   ranged();
   p.stop();
@@ -85,7 +85,7 @@ TEST_F(ForeignStack, NotCalledWithoutWithStack) {
 
 TEST_F(ForeignStack, RemovedProviderIsNotCalled) {
   opscope::record::set_foreign_stack_provider(nullptr);
-  opscope::Profiler p({.with_stack = true});
+  opscope::Profiler p({.lenses = {.with_stack = true}});
   p.start();
   ranged();
   p.stop();
@@ -115,7 +115,8 @@ TEST_P(ForeignModules, NativeWalkSkipsForeignModules) {
 
 // A foreign module entered inside a native one (Python called from C++ that entered a
 // module): the native module is still placed, the foreign one still skipped.
-[[gnu::noipa]] std::vector<std::uint64_t> capture_inside_native_module(std::uint32_t foreign_label) {
+[[gnu::noipa]] std::vector<std::uint64_t> capture_inside_native_module(
+    std::uint32_t foreign_label) {
   OPSCOPE_MODULE("NativeOuter");
   const opscope::internal::ModuleFrame foreign{opscope::internal::t_module, nullptr, 0,
                                                foreign_label};
@@ -129,7 +130,8 @@ TEST_P(ForeignModules, NativeWalkSkipsForeignModules) {
 
 TEST_P(ForeignModules, NativeModulesAroundForeignOnesArePlaced) {
   opscope::testing::UnwinderGuard unwinder(GetParam());
-  opscope::Profiler p({.with_stack = true, .with_modules = true});  // enables module scopes
+  opscope::Profiler p(
+      {.lenses = {.with_stack = true, .with_modules = true}});  // enables module scopes
   p.start();
   const std::uint32_t foreign_label = opscope::collect::intern("nn.Module: FromPython");
   const std::uint32_t native_label = opscope::collect::intern("nn.Module: NativeOuter");

@@ -201,10 +201,9 @@ TEST(LegacyProfiler, MemoryShapesFlopsAndStacksFollowTheConfig) {
     EXPECT_TRUE(e->stack().empty());
   }
 
-  enable_profiler_legacy({.report_input_shapes = true,
-                          .profile_memory = true,
-                          .with_stack = true,
-                          .with_flops = true});
+  enable_profiler_legacy(
+      {.lenses = {
+           .record_shapes = true, .profile_memory = true, .with_stack = true, .with_flops = true}});
   work();
   const ThreadEventLists lists = disable_profiler_legacy();
   ASSERT_EQ(lists.size(), 1u);

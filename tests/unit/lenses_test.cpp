@@ -1,10 +1,10 @@
 // The lenses end to end: what ranges and allocation reports record, and how key_averages,
 // table() and the Chrome trace show it.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -78,7 +78,12 @@ class LensResult {
   }
   void memory(std::int64_t at, std::int64_t bytes, std::int64_t total) {
     EventDetail d;
-    d.memory = {0x1000, bytes, total, total, {}, MemoryCategory::kActivation,
+    d.memory = {0x1000,
+                bytes,
+                total,
+                total,
+                {},
+                MemoryCategory::kActivation,
                 bytes < 0 ? MemoryAction::kFree : MemoryAction::kAllocate};
     add("[memory]", at, at, std::move(d), EventKind::kMemory);
   }
@@ -179,8 +184,7 @@ TEST(Lenses, TraceArgsCarryInputsFlopsAndMemory) {
     if (e["name"] == "aten::addmm" && e["args"]["Input Dims"][0] == json({128})) {
       saw_addmm = true;
       EXPECT_EQ(e["args"]["Input Dims"], json::parse("[[128], [32, 64], [64, 128], [], []]"));
-      EXPECT_EQ(e["args"]["Input type"],
-                json({"float", "float", "float", "Scalar", "Scalar"}));
+      EXPECT_EQ(e["args"]["Input type"], json({"float", "float", "float", "Scalar", "Scalar"}));
       EXPECT_EQ(e["args"]["Concrete Inputs"], json({"", "", "", "1", "1"}));
       EXPECT_EQ(e["args"]["flops"], 524288);
     }
@@ -206,28 +210,22 @@ void matmul_op(std::int64_t m, std::int64_t k, std::int64_t n) {
 
 TEST(Lenses, InputsAreBuiltOnlyWhenSomeoneRecordsThem) {
   g_built = 0;
-  {
-    OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2}));
-  }
+  { OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2})); }
   EXPECT_EQ(g_built, 0);  // no session
   Profiler plain;
   plain.start();
-  {
-    OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2}));
-  }
+  { OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2})); }
   plain.stop();
   EXPECT_EQ(g_built, 0);  // a session without record_shapes or with_flops
-  Profiler shapes({.record_shapes = true});
+  Profiler shapes({.lenses = {.record_shapes = true}});
   shapes.start();
-  {
-    OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2}));
-  }
+  { OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("op", counted_tensor({1, 2})); }
   shapes.stop();
   EXPECT_EQ(g_built, 1);
 }
 
 TEST(Lenses, RecordShapesEndToEnd) {
-  Profiler prof({.record_shapes = true, .with_flops = true});
+  Profiler prof({.lenses = {.record_shapes = true, .with_flops = true}});
   prof.start();
   matmul_op(32, 64, 128);
   matmul_op(32, 64, 128);
@@ -272,7 +270,7 @@ TEST(Lenses, ObserversThatNeedInputsSeeThem) {
 
 TEST(Lenses, StatedFlopsNeedWithFlops) {
   const auto run = [](bool with_flops) {
-    Profiler prof({.with_flops = with_flops});
+    Profiler prof({.lenses = {.with_flops = with_flops}});
     prof.start();
     {
       RecordFunction rf(std::string_view("custom_kernel"));
@@ -295,7 +293,7 @@ TEST(Lenses, MemoryReportsBecomeEventsOnlyWithProfileMemory) {
   off.stop();
   for (const Event& e : off.events()) EXPECT_NE(e.kind, EventKind::kMemory);
 
-  Profiler on({.profile_memory = true});
+  Profiler on({.lenses = {.profile_memory = true}});
   on.start();
   {
     OPSCOPE_RECORD_FUNCTION("alloc_op");

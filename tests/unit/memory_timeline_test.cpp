@@ -229,7 +229,8 @@ class MemoryTimelineWindow : public ::testing::Test {
   static void SetUpTestSuite() {
     // Made before any session: nothing records it.
     report_memory_usage(kOld, 2048, 2048, 4096);
-    profiler_ = new Profiler({.record_shapes = true, .profile_memory = true, .with_stack = true});
+    profiler_ = new Profiler(
+        {.lenses = {.record_shapes = true, .profile_memory = true, .with_stack = true}});
     profiler_->start();
     {
       OPSCOPE_RECORD_FUNCTION("model_init");
@@ -505,9 +506,9 @@ TEST(MemoryTimelineExport, NeedsTheThreeSwitchesAndNamesEachMissingOne) {
   };
   const std::vector<Case> cases = {
       {{}, {"record_shapes", "profile_memory", "with_stack"}},
-      {{.profile_memory = true}, {"record_shapes", "with_stack"}},
-      {{.record_shapes = true, .profile_memory = true}, {"with_stack"}},
-      {{.record_shapes = true, .with_stack = true}, {"profile_memory"}},
+      {{.lenses = {.profile_memory = true}}, {"record_shapes", "with_stack"}},
+      {{.lenses = {.record_shapes = true, .profile_memory = true}}, {"with_stack"}},
+      {{.lenses = {.record_shapes = true, .with_stack = true}}, {"profile_memory"}},
   };
   for (const Case& c : cases) {
     Profiler prof(c.config);
@@ -536,7 +537,7 @@ TEST(MemoryTimelineExport, NeedsTheThreeSwitchesAndNamesEachMissingOne) {
 }
 
 TEST(MemoryTimelineExport, NoWindowYetIsAnError) {
-  Profiler prof({.record_shapes = true, .profile_memory = true, .with_stack = true});
+  Profiler prof({.lenses = {.record_shapes = true, .profile_memory = true, .with_stack = true}});
   TempDir dir;
   EXPECT_NE(error_of([&] { prof.export_memory_timeline(dir.file("mem.json")); }), "(no error)");
   expect_only_files(dir.path(), {});

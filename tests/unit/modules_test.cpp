@@ -119,7 +119,7 @@ using opscope::testing::UnwinderGuard;
 class ModulesSession {
  public:
   explicit ModulesSession(bool with_stack = true)
-      : profiler_({.with_stack = with_stack, .with_modules = true}) {
+      : profiler_({.lenses = {.with_stack = with_stack, .with_modules = true}}) {
     profiler_.start();
   }
   ~ModulesSession() {
@@ -196,7 +196,7 @@ TEST(Modules, NothingIsEnteredWithoutASessionThatRecordsModules) {
   EXPECT_EQ(shape_of(c, 4), (std::vector<std::string>{"pc", "pc", "pc", "pc"}));
   EXPECT_EQ(internal::t_module, nullptr);
 
-  Profiler stack_only({.with_stack = true});
+  Profiler stack_only({.lenses = {.with_stack = true}});
   stack_only.start();
   opscope_modules_test::mlp_forward(c);
   opscope_modules_test::mlp_op();

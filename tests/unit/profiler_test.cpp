@@ -1,15 +1,13 @@
 #include "opscope/profiler.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
-
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "opscope/error.h"
 #include "opscope/thread_local_state.h"
@@ -52,16 +50,16 @@ TEST(Profiler, WrapsEachStepInAProfilerStepRange) {
 TEST(Profiler, ScheduleFiresLikePyTorch) {
   std::vector<std::int64_t> fired;
   std::vector<std::vector<std::string>> steps_in_window;
-  Profiler prof({.schedule = schedule({.wait = 1, .warmup = 1, .active = 2, .repeat = 2,
-                                       .skip_first = 1}),
-                 .on_trace_ready = [&](Profiler& p) {
-                   fired.push_back(p.step_num());
-                   std::vector<std::string> names;
-                   for (const Event& e : p.events()) {
-                     if (e.name.starts_with("ProfilerStep#")) names.emplace_back(e.name);
-                   }
-                   steps_in_window.push_back(names);
-                 }});
+  Profiler prof(
+      {.schedule = schedule({.wait = 1, .warmup = 1, .active = 2, .repeat = 2, .skip_first = 1}),
+       .on_trace_ready = [&](Profiler& p) {
+         fired.push_back(p.step_num());
+         std::vector<std::string> names;
+         for (const Event& e : p.events()) {
+           if (e.name.starts_with("ProfilerStep#")) names.emplace_back(e.name);
+         }
+         steps_in_window.push_back(names);
+       }});
   prof.start();
   for (int i = 0; i < 12; ++i) {
     { OPSCOPE_RECORD_FUNCTION("work"); }
@@ -154,8 +152,7 @@ TEST(Profiler, MetadataIsValidatedAndKept) {
 TEST(Profiler, CudaWithoutBackendIsAcceptedAndMarked) {
   testing::WarningCapture warnings;
   Profiler prof({.activities = {ActivityType::kCPU, ActivityType::kCUDA},
-                 .record_shapes = true,
-                 .with_stack = true});
+                 .lenses = {.record_shapes = true, .with_stack = true}});
   prof.start();
   prof.stop();
   const auto& nr = prof.stats().not_recorded;

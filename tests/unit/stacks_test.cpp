@@ -140,7 +140,7 @@ struct Columns {
 };
 
 TEST(Stacks, TraceCallStackStartsAtTheFunctionHoldingTheRange) {
-  Profiler prof({.with_stack = true});
+  Profiler prof({.lenses = {.with_stack = true}});
   prof.start();
   opscope_stacks_test::traced_caller();
   opscope_stacks_test::traced_dynamic();
@@ -188,7 +188,7 @@ TEST(Stacks, NoCallStackWithoutWithStack) {
 }
 
 TEST(Stacks, EqualStacksAreStoredOnce) {
-  Profiler prof({.with_stack = true});
+  Profiler prof({.lenses = {.with_stack = true}});
   prof.start();
   // One call site: an unrolled loop would call from several addresses, each its own stack.
   volatile int calls = 10;
@@ -205,7 +205,7 @@ TEST(Stacks, EqualStacksAreStoredOnce) {
 }
 
 TEST(Stacks, SourceLocationColumnBeforeFlopsAsInPyTorchsHeader) {
-  Profiler prof({.with_stack = true, .with_flops = true});
+  Profiler prof({.lenses = {.with_stack = true, .with_flops = true}});
   prof.start();
   opscope_stacks_test::traced_caller();
   opscope_stacks_test::traced_with_flops();
@@ -240,7 +240,7 @@ TEST(Stacks, SourceLocationColumnBeforeFlopsAsInPyTorchsHeader) {
 }
 
 TEST(Stacks, GroupByStackSplitsRowsByCallSite) {
-  Profiler prof({.with_stack = true});
+  Profiler prof({.lenses = {.with_stack = true}});
   prof.start();
   opscope_stacks_test::traced_caller();  // test::leaf from traced_caller
   opscope_stacks_test::traced_leaf();    // and directly from here
