@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <string>
 
+#include "opscope/internal/requires_cxx20.h"
+
 namespace opscope::ondemand {
 
 struct ClientOptions {

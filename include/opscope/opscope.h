@@ -14,6 +14,7 @@
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"
 #include "opscope/function_profiler.h"
+#include "opscope/internal/requires_cxx20.h"
 #include "opscope/key_averages.h"
 #include "opscope/legacy.h"
 #include "opscope/mark.h"
@@ -27,3 +28,4 @@
 #include "opscope/schedule.h"
 #include "opscope/thread_local_state.h"
 #include "opscope/value.h"
+#include "opscope/version.h"
