@@ -1,5 +1,5 @@
 // The `opscope` command line: argument parsing, the config text, and the subcommands (daemon,
-// trace, sample).
+// trace, sample), one file each (tools/<name>_command.cpp); cli.cpp holds the command table.
 //
 // Kept out of main() so that tests can parse, build configs and run subcommands in-process:
 //
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ondemand/config.h"
 #include "opscope/error.h"
 #include "opscope/sampling.h"
 
@@ -43,17 +44,10 @@ struct DaemonArgs {
 struct TraceArgs {
   std::vector<std::int32_t> pids;
   std::optional<std::int64_t> job_id;
-  std::optional<std::int64_t> duration_ms;
-  std::optional<std::int64_t> iterations;
-  std::optional<std::int64_t> start_iteration;
-  std::optional<std::int64_t> roundup;
-  std::string log_file;  // made absolute: the traced process has its own working directory
-  bool record_shapes = false;
-  bool profile_memory = false;
-  bool with_stack = false;
-  bool with_flops = false;
-  bool with_modules = false;
-  std::optional<std::int64_t> start_time_ms;
+  // What the processes record: kind, duration or steps, lenses, the log file (made absolute:
+  // the traced process has its own working directory). Sent as its config text
+  // (ondemand::format_capture_config); output_path and trace_id are not used here.
+  ondemand::CaptureRequest capture;
   std::int64_t process_limit = 1000;
   int port = 1778;
   bool wait = false;
@@ -83,10 +77,13 @@ struct Command {
   SampleArgs sample;
 };
 
-// Parses argv without the program name. Throws UsageError.
+// Parses argv without the program name. Throws UsageError; no arguments at all is one (the
+// usage is printed and the exit code is 2). `--version` and `--help` are kHelp commands.
 Command parse(const std::vector<std::string>& args);
 
 std::string main_help();
+// "opscope 0.1.0" and the library it runs with.
+std::string version_text();
 std::string daemon_help();
 std::string trace_help();
 std::string sample_help();

@@ -25,10 +25,122 @@
 #include <vector>
 
 #include "cli.h"
+#include "cli_args.h"
 
 namespace opscope::cli {
 
 namespace fs = std::filesystem;
+
+std::string sample_help() {
+  return R"(usage: opscope sample [flags] -- command [args...]
+
+Runs a command under a sampling profiler (Linux perf), then prints the functions it spent its
+time in and writes every sampled stack in the collapsed format that flamegraph.pl and
+speedscope read. The command is started paused and runs only once perf samples, so it is
+sampled from its first instruction, all its threads included.
+
+what to sample:
+  --freq N           samples per second, 1 to 100000 (default: 999; perf -F)
+  --period N         instead of --freq: one sample every N events, N >= 1 (perf -c)
+  --event E          the event to sample on, by perf's name (default: cycles). Where hardware
+                     counters cannot be opened (many virtual machines) cycles falls back to
+                     cpu-clock, and the output says so
+  --call-graph M     how stacks are unwound: fp (frame pointers; default) or dwarf (unwind
+                     tables: needs no frame pointers, costs more)
+  --kernel           include kernel frames (needs perf_event_paranoid <= 1 or CAP_PERFMON)
+  --duration S       stop sampling after S seconds (decimals allowed, 0 < S <= 86400); the
+                     command keeps running and opscope waits for it
+
+output:
+  --top N            print the N functions with the most self samples, 1 to 100000
+                     (default: 20)
+  --output PATH      where the collapsed stacks go, one "frame;frame;... count" line per stack,
+                     gzipped when PATH ends in .gz (default: opscope-sample-<pid>.folded in the
+                     current directory, <pid> being the command's process id)
+
+perf:
+  --perf PATH        the perf executable (default: $OPSCOPE_PERF, else perf from PATH)
+  --timeout S        the longest wait for perf to start sampling, and again for it to stop and
+                     hand back its samples, 1 to 86400 seconds (default: 60)
+  --help             this text
+
+Ctrl-C at a terminal reaches the command directly; SIGINT and SIGTERM sent to opscope alone
+(kill) are passed on to it. Either way opscope waits for the command to end, then still prints
+and writes the samples taken until then.
+
+Exit code: the command's own (128+N when signal N ended it), with these exceptions:
+  1    perf could not start sampling (the command did not run; the message says why and what
+       to do), or the command exited 0 but its samples could not be read or written
+  2    a bad command line
+  126  the command could not be executed (permission denied, not an executable)
+  127  the command was not found
+)";
+}
+
+// `flags` are the arguments between "sample" and "--"; `command` is everything after "--".
+SampleArgs parse_sample(const std::vector<std::string>& flags, std::vector<std::string> command) {
+  SampleArgs s;
+  Args a(flags, 0);
+  bool have_freq = false;
+  bool have_period = false;
+  while (!a.done()) {
+    std::string f;
+    try {
+      f = a.next_flag();
+    } catch (const UsageError& e) {
+      // Most likely the command without the "--" in front of it.
+      throw UsageError(std::string(e.what()) +
+                       "; put the command to profile after --: opscope sample [flags] -- "
+                       "command [args...]");
+    }
+    if (f == "--freq") {
+      s.frequency_hz = static_cast<std::uint32_t>(
+          parse_int(f, a.value(f), 1, 100000, "samples per second from 1 to 100000"));
+      have_freq = true;
+    } else if (f == "--period") {
+      s.period = static_cast<std::uint64_t>(
+          parse_int(f, a.value(f), 1, INT64_MAX, "a number of events per sample >= 1"));
+      have_period = true;
+    } else if (f == "--duration") {
+      s.duration_s = parse_seconds(f, a.value(f), 86400, "seconds above 0, at most 86400");
+    } else if (f == "--event") {
+      s.event = a.value(f);
+      if (s.event.empty() || s.event.find_first_of(" \t\n") != std::string::npos) {
+        throw UsageError(
+            "--event expects one perf event name such as cycles or cpu-clock, "
+            "got '" +
+            s.event + "'");
+      }
+    } else if (f == "--call-graph") {
+      s.call_graph = a.value(f);
+      if (s.call_graph != "fp" && s.call_graph != "dwarf") {
+        throw UsageError("--call-graph expects fp or dwarf, got '" + s.call_graph + "'");
+      }
+    } else if (f == "--kernel") {
+      a.no_value(f);
+      s.include_kernel = true;
+    } else if (f == "--top") {
+      s.top = parse_int(f, a.value(f), 1, 100000, "a number of functions from 1 to 100000");
+    } else if (f == "--output") {
+      s.output = a.value(f);
+      if (s.output.empty()) throw UsageError("--output expects a file path, got ''");
+    } else if (f == "--perf") {
+      s.perf = a.value(f);
+      if (s.perf.empty()) throw UsageError("--perf expects the perf executable, got ''");
+    } else if (f == "--timeout") {
+      s.timeout_s = parse_int(f, a.value(f), 1, 24 * 3600, "seconds from 1 to 86400");
+    } else {
+      throw UsageError("unknown flag " + f + " for `opscope sample`; see `opscope sample --help`");
+    }
+  }
+  if (have_freq && have_period) throw UsageError("give only one of --freq and --period");
+  if (command.empty()) {
+    throw UsageError("no command to profile; usage: opscope sample [flags] -- command [args...]");
+  }
+  if (command[0].empty()) throw UsageError("the command to profile is an empty string");
+  s.command = std::move(command);
+  return s;
+}
 
 namespace {
 

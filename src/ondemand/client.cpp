@@ -24,6 +24,8 @@
 #include <random>
 #include <thread>
 
+#include "export/memory_timeline.h"
+#include "export/sink.h"
 #include "ondemand/config.h"
 #include "ondemand/ipc.h"
 #include "opscope/error.h"
@@ -74,11 +76,7 @@ std::atomic<bool> g_iteration_armed{false};
 ProfilerConfig profiler_config(const CaptureRequest& r) {
   ProfilerConfig c;
   c.activities = {ActivityType::kCPU};
-  c.record_shapes = r.record_shapes;
-  c.profile_memory = r.profile_memory;
-  c.with_stack = r.with_stack;
-  c.with_flops = r.with_flops;
-  c.with_modules = r.with_modules;
+  c.lenses = r.lenses;
   return c;
 }
 
@@ -118,6 +116,9 @@ class Client {
   void finish_recording();
   void export_finished();
   void wake();
+  // Tells opscope's daemon what became of request `trace_id` (no-op for dynolog, or for a
+  // request without a numeric REQUEST_TRACE_ID such as a SIGUSR2 capture).
+  void report(const std::string& trace_id, std::string_view state, const std::string& detail);
 
   const ClientOptions options_;
   const std::string trace_dir_;
@@ -126,12 +127,17 @@ class Client {
   std::atomic<bool> stop_{false};
   bool registered_ = false;    // client thread only (mirrored in status_registered_)
   bool send_failing_ = false;  // client thread only: warned about an unreachable daemon
+  // The daemon takes outcome reports (opscope's, not dynolog). Read and written by the client
+  // thread only; report() may be called from a step() thread, hence atomic.
+  std::atomic<bool> daemon_takes_reports_{false};
   struct sigaction previous_sigusr2_ {};
 
   std::mutex mu_;
   std::optional<Capture> capture_;
   std::unique_ptr<Profiler> to_export_;
   std::string to_export_path_;
+  std::string to_export_trace_id_;
+  bool to_export_memory_ = false;  // PROFILE_MEMORY: write the memory timeline too
   bool status_registered_ = false;
   std::uint64_t polls_ = 0;
   std::uint64_t configs_ = 0;
@@ -259,6 +265,7 @@ void Client::run() {
   } else if (capture_) {
     log("dropped the pending capture (trace id " + capture_->request.trace_id +
         "): the client is disabled");
+    report(capture_->request.trace_id, "failed", "the process disabled on-demand tracing");
     capture_.reset();
   }
   lock.unlock();
@@ -274,8 +281,8 @@ void Client::poll_daemon() {
   }
   if (ok) {
     const auto pids = pid_and_ancestors();
-    ok = endpoint_->send(options_.daemon_endpoint, "req", encode_request(options_.job_id, pids),
-                         &error);
+    ok = endpoint_->send(options_.daemon_endpoint, "req",
+                         encode_request(kConfigTypeActivities, options_.job_id, pids), &error);
     if (ok) {
       std::lock_guard<std::mutex> lock(mu_);
       ++polls_;
@@ -302,6 +309,10 @@ void Client::receive_all() {
     }
     if (r->message->type == "ctxt") {
       registered_ = true;
+      const std::string& p = r->message->payload;
+      daemon_takes_reports_.store(p.size() > sizeof(std::int32_t) &&
+                                  std::string_view(p).substr(sizeof(std::int32_t)) ==
+                                      kOpscopeDaemonMark);
       std::lock_guard<std::mutex> lock(mu_);
       status_registered_ = true;
     } else if (r->message->type == "req") {
@@ -319,6 +330,7 @@ void Client::handle_config(const std::string& text) {
   for (const auto& w : parsed.warnings) warn(w);
   if (!parsed.request) {
     log(parsed.error);
+    report(find_config_value(text, "REQUEST_TRACE_ID"), "refused", parsed.error);
     return;
   }
   arm(std::move(*parsed.request));
@@ -327,11 +339,13 @@ void Client::handle_config(const std::string& text) {
 void Client::arm(CaptureRequest request) {
   std::lock_guard<std::mutex> lock(mu_);
   if (capture_) {
-    log("dropped a request (trace id " + request.trace_id + "): a capture for " +
-        capture_->request.output_path + " is already " +
-        (capture_->profiler ? "recording" : "pending"));
+    const std::string why = "a capture for " + capture_->request.output_path + " is already " +
+                            (capture_->profiler ? "recording" : "pending");
+    log("dropped a request (trace id " + request.trace_id + "): " + why);
+    report(request.trace_id, "refused", why);
     return;
   }
+  report(request.trace_id, "accepted", request.output_path);
   Capture c;
   if (request.kind == CaptureKind::kDuration) {
     c.start_at = request.start_time_ms > 0
@@ -357,12 +371,14 @@ bool Client::start_recording(Capture& c) {
   } catch (const Error& e) {
     log("busy: refused the capture for " + c.request.output_path + " (trace id " +
         c.request.trace_id + "): " + e.what());
+    report(c.request.trace_id, "refused", std::string("busy: ") + e.what());
     capture_.reset();
     g_iteration_armed.store(false);
     return false;
   }
   profiler->add_metadata("opscope_ondemand_trace_id", c.request.trace_id);
   c.profiler = std::move(profiler);
+  report(c.request.trace_id, "recording", c.request.output_path);
   return true;
 }
 
@@ -372,9 +388,12 @@ void Client::finish_recording() {
     c.profiler->stop();
     to_export_ = std::move(c.profiler);
     to_export_path_ = c.request.output_path;
+    to_export_memory_ = c.request.memory_profile;
+    to_export_trace_id_ = c.request.trace_id;
   } catch (const std::exception& e) {
     // The slot is freed either way, so a failed stop cannot wedge later requests or step().
     log("could not stop the capture for " + c.request.output_path + ": " + e.what());
+    report(c.request.trace_id, "failed", std::string("could not stop the capture: ") + e.what());
   }
   capture_.reset();
   g_iteration_armed.store(false);
@@ -393,9 +412,10 @@ std::optional<Steady::duration> Client::advance() {
       c.steps_seen = steps;
       c.steps_moved_at = Steady::now();
     } else if (Steady::now() - c.steps_moved_at > kStepsStalled) {
-      log("dropped the iteration capture for " + c.request.output_path +
-          ": step() was not called for " + std::to_string(kStepsStalled.count()) +
-          " s (call opscope::ondemand::step() once per iteration)");
+      const std::string why = "step() was not called for " + std::to_string(kStepsStalled.count()) +
+                              " s (call opscope::ondemand::step() once per iteration)";
+      log("dropped the iteration capture for " + c.request.output_path + ": " + why);
+      report(c.request.trace_id, "failed", why);
       capture_.reset();
       g_iteration_armed.store(false);
     }
@@ -431,19 +451,33 @@ void Client::on_step(std::int64_t count) {
   }
 }
 
+void Client::report(const std::string& trace_id, std::string_view state,
+                    const std::string& detail) {
+  if (!daemon_takes_reports_.load()) return;
+  const auto id = parse_non_negative(trace_id);
+  if (!id || *id == 0) return;
+  OutcomeReport r{static_cast<std::uint64_t>(*id), std::string(state), detail};
+  endpoint_->send(options_.daemon_endpoint, kReportType, encode_report(r));
+}
+
 void Client::export_finished() {
   std::unique_ptr<Profiler> profiler;
   std::string path;
+  std::string trace_id;
+  bool memory_profile = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     profiler = std::move(to_export_);
     path = std::move(to_export_path_);
+    memory_profile = to_export_memory_;
+    trace_id = std::move(to_export_trace_id_);
   }
   if (!profiler) return;
   try {
     profiler->export_chrome_trace(path);
   } catch (const std::exception& e) {
     log("could not write the trace " + path + ": " + e.what());
+    report(trace_id, "failed", "could not write the trace " + path + ": " + e.what());
     return;
   }
   {
@@ -452,6 +486,20 @@ void Client::export_finished() {
     last_trace_ = path;
   }
   log("trace written to " + path);
+  report(trace_id, "written", path);
+  if (memory_profile) {
+    // PROFILE_MEMORY: the window's memory timeline beside the trace. The lenses PyTorch asks
+    // for before it draws one are not needed here: the timeline reads allocation reports only.
+    const std::string page = memory_timeline_path(path);
+    try {
+      internal::FileSink sink(page);
+      internal::write_memory_timeline(profiler->result(), internal::parse_timeline_device("cpu"),
+                                      internal::MemoryTimelineFormat::kHtml, sink);
+      log("memory timeline written to " + page);
+    } catch (const std::exception& e) {
+      log("could not write the memory timeline " + page + ": " + e.what());
+    }
+  }
 }
 
 // The one client of the process. Leaked on purpose: the client thread may still run while

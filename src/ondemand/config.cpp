@@ -1,12 +1,17 @@
 // Parsing of the daemon's config text (see config.h).
 #include "ondemand/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <optional>
 #include <system_error>
 
 namespace opscope::ondemand {
@@ -64,6 +69,148 @@ constexpr std::string_view kIgnoredKeys[] = {
 
 std::string quoted(std::string_view key, std::string_view value) {
   return std::string(key) + "=\"" + std::string(value) + "\"";
+}
+
+// What the keys of one config said, before the request is checked as a whole.
+struct Seen {
+  std::optional<std::int64_t> duration_ms;
+  std::optional<std::int64_t> iterations;
+};
+
+// One config key: how a value is read into a request, and written from one. The client
+// (parse_capture_config), the CLI (format_capture_config) and the daemon's tests all go
+// through this table, so the two sides cannot spell a key differently.
+struct ConfigKey {
+  std::string_view key;
+  std::string_view allowed;  // what a value must be, for refusals
+  // Reads `value`; false when it is not `allowed`.
+  bool (*read)(std::string_view value, CaptureRequest& r, Seen& seen);
+  // Appends the value when the request has one for this key (nullptr: never written).
+  void (*write)(const CaptureRequest& r, std::string& out);
+};
+
+constexpr std::string_view kPositiveMs = "a positive number of milliseconds";
+constexpr std::string_view kNonNegative = "a non-negative integer";
+constexpr std::string_view kBool = "true, false, 1 or 0";
+
+bool read_count(std::string_view v, std::int64_t& into, bool positive) {
+  const auto n = parse_non_negative(v);
+  if (!n || (positive && *n == 0)) return false;
+  into = *n;
+  return true;
+}
+void write_number(std::string& out, std::int64_t v) { out += std::to_string(v); }
+
+// The lens keys, in Lens order.
+constexpr std::string_view kLensKeys[] = {
+    "PROFILE_REPORT_INPUT_SHAPES", "PROFILE_PROFILE_MEMORY", "PROFILE_WITH_STACK",
+    "PROFILE_WITH_FLOPS",          "PROFILE_WITH_MODULES",
+};
+static_assert(std::size(kLensKeys) == kLensFields.size());
+
+template <std::size_t I>
+bool read_lens(std::string_view v, CaptureRequest& r, Seen&) {
+  static_assert(static_cast<std::size_t>(kLensFields[I].lens) == I, "kLensFields is in Lens order");
+  const auto b = parse_bool(v);
+  if (!b) return false;
+  r.lenses.*kLensFields[I].member = *b;
+  return true;
+}
+template <std::size_t I>
+void write_lens(const CaptureRequest& r, std::string& out) {
+  if (r.lenses.*kLensFields[I].member) out += "true";
+}
+
+constexpr ConfigKey kConfigKeys[] = {
+    {"ACTIVITIES_LOG_FILE", "a file path",
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       if (v.empty()) return false;
+       r.log_file = std::string(v);
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) { out += r.log_file; }},
+    {"PROFILE_START_TIME", "wall-clock milliseconds since the Unix epoch, or 0 for now",
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       return read_count(v, r.start_time_ms, false);
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kDuration && r.start_time_ms > 0)
+         write_number(out, r.start_time_ms);
+     }},
+    {"ACTIVITIES_DURATION_MSECS", kPositiveMs,
+     [](std::string_view v, CaptureRequest&, Seen& s) {
+       std::int64_t n = 0;
+       if (!read_count(v, n, true)) return false;
+       s.duration_ms = n;
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kDuration) write_number(out, r.duration_ms);
+     }},
+    {"ACTIVITIES_ITERATIONS", "a positive number of steps",
+     [](std::string_view v, CaptureRequest&, Seen& s) {
+       std::int64_t n = 0;
+       if (!read_count(v, n, true)) return false;
+       s.iterations = n;
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kIterations) write_number(out, r.iterations);
+     }},
+    {"PROFILE_START_ITERATION", kNonNegative,
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       return read_count(v, r.start_iteration, false);
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kIterations && r.start_iteration > 0) {
+         write_number(out, r.start_iteration);
+       }
+     }},
+    {"PROFILE_START_ITERATION_ROUNDUP", kNonNegative,
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       return read_count(v, r.start_iteration_roundup, false);
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kIterations && r.start_iteration_roundup > 1) {
+         write_number(out, r.start_iteration_roundup);
+       }
+     }},
+    {kLensKeys[0], kBool, read_lens<0>, write_lens<0>},
+    {kLensKeys[1], kBool, read_lens<1>, write_lens<1>},
+    {kLensKeys[2], kBool, read_lens<2>, write_lens<2>},
+    {kLensKeys[3], kBool, read_lens<3>, write_lens<3>},
+    {kLensKeys[4], kBool, read_lens<4>, write_lens<4>},
+    {"PROFILE_MEMORY", kBool,
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       const auto b = parse_bool(v);
+       if (!b) return false;
+       r.memory_profile = *b;
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.memory_profile) out += "true";
+     }},
+    {"PROFILE_MEMORY_DURATION_MSECS", kPositiveMs,
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       return read_count(v, r.memory_duration_ms, true);
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.memory_profile && r.memory_duration_ms > 0) write_number(out, r.memory_duration_ms);
+     }},
+    // Set by the daemon when it delivers a request (dynolog frames it so); never sent.
+    {"REQUEST_TRACE_ID", "any text",
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       r.trace_id = std::string(v);
+       return true;
+     },
+     nullptr},
+};
+
+const ConfigKey* find_key(std::string_view key) {
+  for (const ConfigKey& k : kConfigKeys) {
+    if (k.key == key) return &k;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -126,6 +273,26 @@ bool check_output_path(std::string_view path, std::string_view allowed_dir, std:
   return true;
 }
 
+bool check_output_directory(std::string_view path, std::string* error) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(std::string(path)).parent_path();
+  std::error_code ec;
+  const auto status = fs::status(dir, ec);
+  std::string why;
+  if (!fs::exists(status)) {
+    why = "the directory " + dir.string() + " does not exist";
+  } else if (!fs::is_directory(status)) {
+    why = dir.string() + " is not a directory";
+  } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    why = "the directory " + dir.string() + " is not writable by this process (" +
+          std::strerror(errno) + ")";
+  } else {
+    return true;
+  }
+  if (error) *error = std::move(why);
+  return false;
+}
+
 std::string allowed_trace_dir() {
   const char* env = std::getenv("OPSCOPE_ONDEMAND_TRACE_DIR");
   if (env != nullptr && *env != '\0') return env;
@@ -139,12 +306,50 @@ std::int64_t first_capture_step(std::int64_t start_iteration, std::int64_t round
   return s;
 }
 
+std::string find_config_value(std::string_view text, std::string_view key) {
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view line = trim(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    const std::size_t eq = line.find('=');
+    if (eq != std::string_view::npos && trim(line.substr(0, eq)) == key) {
+      return std::string(trim(line.substr(eq + 1)));
+    }
+  }
+  return {};
+}
+
+std::string_view lens_config_key(Lens lens) { return kLensKeys[static_cast<std::size_t>(lens)]; }
+
+std::string format_capture_config(const CaptureRequest& request) {
+  std::string out;
+  for (const ConfigKey& k : kConfigKeys) {
+    if (k.write == nullptr) continue;
+    std::string value;
+    k.write(request, value);
+    if (value.empty()) continue;
+    if (!out.empty()) out += '\n';
+    out.append(k.key).append("=").append(value);
+  }
+  return out;
+}
+
+std::string memory_timeline_path(std::string_view output_path) {
+  std::string p(output_path);
+  for (const std::string_view ext : {".json.gz", ".json"}) {
+    if (p.size() > ext.size() && p.ends_with(ext)) {
+      p.resize(p.size() - ext.size());
+      break;
+    }
+  }
+  return p + ".memory.html";
+}
+
 ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_view allowed_dir) {
   ParsedConfig out;
   CaptureRequest r;
   r.log_file = std::string(kDefaultLogFile);
-  std::optional<std::int64_t> duration;
-  std::optional<std::int64_t> iterations;
+  Seen seen;
   const auto refuse = [&](std::string why) {
     out.request.reset();
     out.error = "config refused: " + std::move(why);
@@ -165,72 +370,28 @@ ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_
     }
     const std::string_view key = trim(line.substr(0, eq));
     const std::string_view value = trim(line.substr(eq + 1));
-
-    const auto number = [&](std::int64_t& into) {
-      const auto v = parse_non_negative(value);
-      if (!v) return false;
-      into = *v;
-      return true;
-    };
-    const auto flag = [&](bool& into) {
-      const auto v = parse_bool(value);
-      if (!v) return false;
-      into = *v;
-      return true;
-    };
-    bool ok = true;
-    std::string allowed = "a non-negative integer";
-    if (key == "ACTIVITIES_DURATION_MSECS") {
-      std::int64_t v = 0;
-      ok = number(v) && v > 0;
-      allowed = "a positive number of milliseconds";
-      if (ok) duration = v;
-    } else if (key == "ACTIVITIES_ITERATIONS") {
-      std::int64_t v = 0;
-      ok = number(v) && v > 0;
-      allowed = "a positive number of steps";
-      if (ok) iterations = v;
-    } else if (key == "PROFILE_START_TIME") {
-      ok = number(r.start_time_ms);
-      allowed = "wall-clock milliseconds since the Unix epoch, or 0 for now";
-    } else if (key == "PROFILE_START_ITERATION") {
-      ok = number(r.start_iteration);
-    } else if (key == "PROFILE_START_ITERATION_ROUNDUP") {
-      ok = number(r.start_iteration_roundup);
-    } else if (key == "ACTIVITIES_LOG_FILE") {
-      ok = !value.empty();
-      allowed = "a file path";
-      if (ok) r.log_file = std::string(value);
-    } else if (key == "PROFILE_REPORT_INPUT_SHAPES") {
-      ok = flag(r.record_shapes);
-      allowed = "true, false, 1 or 0";
-    } else if (key == "PROFILE_PROFILE_MEMORY") {
-      ok = flag(r.profile_memory);
-      allowed = "true, false, 1 or 0";
-    } else if (key == "PROFILE_WITH_STACK") {
-      ok = flag(r.with_stack);
-      allowed = "true, false, 1 or 0";
-    } else if (key == "PROFILE_WITH_FLOPS") {
-      ok = flag(r.with_flops);
-      allowed = "true, false, 1 or 0";
-    } else if (key == "PROFILE_WITH_MODULES") {
-      ok = flag(r.with_modules);
-      allowed = "true, false, 1 or 0";
-    } else if (key == "REQUEST_TRACE_ID") {
-      r.trace_id = std::string(value);
+    if (const ConfigKey* k = find_key(key)) {
+      if (!k->read(value, r, seen)) {
+        return refuse(quoted(key, value) + " is not " + std::string(k->allowed));
+      }
     } else if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), key) ==
                std::end(kIgnoredKeys)) {
       out.warnings.push_back("on-demand config: ignored the unknown key " + quoted(key, value));
     }
-    if (!ok) return refuse(quoted(key, value) + " is not " + allowed);
   }
 
-  if (duration && iterations) {
+  if (r.memory_profile) r.lenses.profile_memory = true;
+  std::optional<std::int64_t> duration = seen.duration_ms;
+  if (r.memory_profile && r.memory_duration_ms > 0 && !seen.iterations) {
+    // The capture covers the memory profile's length too.
+    duration = std::max(duration.value_or(0), r.memory_duration_ms);
+  }
+  if (duration && seen.iterations) {
     return refuse("ACTIVITIES_DURATION_MSECS=\"" + std::to_string(*duration) +
-                  "\" and ACTIVITIES_ITERATIONS=\"" + std::to_string(*iterations) +
+                  "\" and ACTIVITIES_ITERATIONS=\"" + std::to_string(*seen.iterations) +
                   "\" are both given; a capture is either duration- or iteration-based");
   }
-  if (!duration && !iterations) {
+  if (!duration && !seen.iterations) {
     return refuse("neither ACTIVITIES_DURATION_MSECS nor ACTIVITIES_ITERATIONS is given");
   }
   if (duration) {
@@ -238,11 +399,17 @@ ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_
     r.duration_ms = *duration;
   } else {
     r.kind = CaptureKind::kIterations;
-    r.iterations = *iterations;
+    r.iterations = *seen.iterations;
+    if (r.memory_duration_ms > 0) {
+      out.warnings.push_back(
+          "on-demand config: PROFILE_MEMORY_DURATION_MSECS is ignored by an iteration-based "
+          "capture; its steps decide how long memory is recorded");
+    }
   }
   r.output_path = output_path_for(r.log_file, pid);
   std::string why;
-  if (!check_output_path(r.output_path, allowed_dir, &why)) {
+  if (!check_output_path(r.output_path, allowed_dir, &why) ||
+      !check_output_directory(r.output_path, &why)) {
     return refuse("ACTIVITIES_LOG_FILE=\"" + r.log_file + "\": " + why);
   }
   out.request = std::move(r);

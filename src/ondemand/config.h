@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "opscope/lenses.h"
+
 namespace opscope::ondemand {
 
 // Kineto's default ACTIVITIES_LOG_FILE.
@@ -38,13 +40,16 @@ struct CaptureRequest {
   std::int64_t iterations = 0;       // kIterations: > 0
   std::int64_t start_iteration = 0;  // kIterations: the first step counted (at least this)
   std::int64_t start_iteration_roundup = 0;  // kIterations: start on a multiple of it; 0/1: off
-  // Lenses (PROFILE_REPORT_INPUT_SHAPES, PROFILE_PROFILE_MEMORY, PROFILE_WITH_STACK,
-  // PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES).
-  bool record_shapes = false;
-  bool profile_memory = false;
-  bool with_stack = false;
-  bool with_flops = false;
-  bool with_modules = false;
+  // The lenses (PROFILE_REPORT_INPUT_SHAPES, PROFILE_PROFILE_MEMORY, PROFILE_WITH_STACK,
+  // PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES: lens_config_key()).
+  LensSet lenses;
+  // PROFILE_MEMORY: a memory profile. Kineto answers it with a snapshot of the CUDA caching
+  // allocator; opscope records with profile_memory on and writes the window's memory timeline
+  // beside the trace (memory_timeline_path()). PROFILE_MEMORY_DURATION_MSECS is its length:
+  // a duration capture lasts the longer of it and ACTIVITIES_DURATION_MSECS, and stands for
+  // the duration when ACTIVITIES_DURATION_MSECS is absent.
+  bool memory_profile = false;
+  std::int64_t memory_duration_ms = 0;
   std::string log_file;     // ACTIVITIES_LOG_FILE as given (kDefaultLogFile when absent)
   std::string output_path;  // where the trace goes: see output_path_for()
   std::string trace_id;     // REQUEST_TRACE_ID, empty when absent
@@ -58,10 +63,28 @@ struct ParsedConfig {
 
 // Parses one config. Whitespace around lines, keys and values is trimmed; empty lines and
 // lines starting with '#' are ignored. Exactly one of ACTIVITIES_DURATION_MSECS and
-// ACTIVITIES_ITERATIONS must be given; numbers must be non-negative decimal integers (the
-// duration and the iteration count positive); booleans are true/false/1/0 in any case.
-// The output path must lie under `allowed_dir` (check_output_path()).
+// ACTIVITIES_ITERATIONS must be given (PROFILE_MEMORY_DURATION_MSECS with PROFILE_MEMORY=true
+// stands for the first); numbers must be non-negative decimal integers (durations and the
+// iteration count positive); booleans are true/false/1/0 in any case. The output path must lie
+// under `allowed_dir` (check_output_path()). Every key is read and written through one table
+// (config.cpp), which format_capture_config() uses too.
 ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_view allowed_dir);
+
+// The config text of `request`, one KEY=VALUE line per key that says something (no trailing
+// line break: dynolog's frame adds it), in the order of the key table: what `opscope trace`
+// sends. Parsing it back gives `request` again (output_path and trace_id aside).
+std::string format_capture_config(const CaptureRequest& request);
+
+// The value of `key` in a config text ("" when absent): REQUEST_TRACE_ID of a request that is
+// refused before it is parsed whole.
+std::string find_config_value(std::string_view text, std::string_view key);
+
+// Kineto's config key of a lens ("PROFILE_REPORT_INPUT_SHAPES" for Lens::kRecordShapes).
+std::string_view lens_config_key(Lens lens);
+
+// Where a PROFILE_MEMORY capture writes its memory timeline: the trace path with its
+// ".json" or ".json.gz" replaced by ".memory.html" ("/tmp/t_42.json" -> "/tmp/t_42.memory.html").
+std::string memory_timeline_path(std::string_view output_path);
 
 // dynolog's rule: "_<pid>" goes before the extension of the file name ("/tmp/t.json" ->
 // "/tmp/t_42.json", "/tmp/t.json.gz" -> "/tmp/t_42.json.gz"); a name without one gets
@@ -72,6 +95,11 @@ std::string output_path_for(std::string_view log_file, pid_t pid);
 // (also once symbolic links in its existing directories are resolved). Otherwise false with
 // the reason in `error`.
 bool check_output_path(std::string_view path, std::string_view allowed_dir, std::string* error);
+
+// True when the directory `path` goes in exists and this process may create files in it;
+// otherwise false with the reason in `error`. Checked when a request arrives, so that a
+// missing or unwritable directory refuses the request before anything is recorded.
+bool check_output_directory(std::string_view path, std::string* error);
 
 // OPSCOPE_ONDEMAND_TRACE_DIR when set and not empty, else kDefaultTraceDir.
 std::string allowed_trace_dir();

@@ -13,12 +13,13 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <sstream>
-#include <unordered_map>
 
 #include "export/json_reader.h"
 #include "export/json_writer.h"
 #include "opscope/error.h"
+#include "opscope/version.h"
 
 namespace opscope::ondemand {
 
@@ -108,6 +109,10 @@ std::string trace_result_json(const TraceResult& result) {
   w.begin_array();
   w.end_array();
   write_ints(w, "processesMatched", result.matched);
+  if (result.request_id != 0) {
+    w.key("opscopeRequestId");
+    w.integer(static_cast<std::int64_t>(result.request_id));
+  }
   if (!result.reasons.empty()) {
     w.key("opscopeReasons");
     w.begin_array();
@@ -133,6 +138,9 @@ TraceResult parse_trace_result(std::string_view json) {
     return out;
   };
   if (const JsonValue* b = doc.find("activityProfilersBusy")) r.busy = b->as_int();
+  if (const JsonValue* id = doc.find("opscopeRequestId"); id != nullptr && id->is_integer()) {
+    r.request_id = static_cast<std::uint64_t>(id->as_int());
+  }
   r.triggered = ints("activityProfilersTriggered");
   r.matched = ints("processesMatched");
   if (const JsonValue* a = doc.find("opscopeReasons")) {
@@ -145,6 +153,65 @@ std::string frame_config(std::string_view config, std::uint64_t trace_id) {
   return "\n    " + std::string(config) + "\n    REQUEST_TRACE_ID=" + std::to_string(trace_id) +
          "\n";
 }
+
+std::string trace_status_json(const std::vector<TraceStatus>& statuses) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("processes");
+  w.begin_array();
+  for (const TraceStatus& t : statuses) {
+    w.begin_object();
+    w.key("pid");
+    w.integer(t.pid);
+    w.key("known");
+    w.boolean(t.known);
+    w.key("delivered");
+    w.boolean(t.delivered);
+    w.key("state");
+    w.string(t.state);
+    w.key("detail");
+    w.string(t.detail);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+std::vector<TraceStatus> parse_trace_status(std::string_view json) {
+  const JsonValue doc = internal::parse_json(json);
+  if (const JsonValue* e = doc.find("error")) {
+    throw Error("the daemon refused the request: " +
+                (e->type() == JsonValue::Type::kString ? e->as_string() : std::string("?")));
+  }
+  const JsonValue* list = doc.find("processes");
+  if (list == nullptr || list->type() != JsonValue::Type::kArray) {
+    throw Error("the daemon's answer has no \"processes\" list");
+  }
+  std::vector<TraceStatus> out;
+  for (const JsonValue& p : list->as_array()) {
+    TraceStatus t;
+    const auto text = [&](std::string_view key) {
+      const JsonValue* v = p.find(key);
+      return v != nullptr && v->type() == JsonValue::Type::kString ? v->as_string() : std::string();
+    };
+    const auto flag = [&](std::string_view key) {
+      const JsonValue* v = p.find(key);
+      return v != nullptr && v->type() == JsonValue::Type::kBool && v->as_bool();
+    };
+    if (const JsonValue* pid = p.find("pid"); pid != nullptr && pid->is_integer()) {
+      t.pid = static_cast<std::int32_t>(pid->as_int());
+    }
+    t.known = flag("known");
+    t.delivered = flag("delivered");
+    t.state = text("state");
+    t.detail = text("detail");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string daemon_version() { return std::string("opscope ") + version(); }
 
 // --- the registry -------------------------------------------------------------------------------
 
@@ -172,6 +239,19 @@ std::optional<Message> ClientRegistry::on_message(const std::string& sender, con
     return fail("too many clients (" + std::to_string(max_clients_) + "); '" + sender +
                 "' is not registered");
   }
+  if (message.type == kReportType) {
+    // An outcome report; answered with nothing. Only about the request the client got last.
+    const auto report = decode_report(message.payload, &why);
+    if (!report) return fail(why);
+    const auto it = clients_.find(sender);
+    if (it == clients_.end() || it->second.request_id != report->request_id) {
+      return fail("a report from '" + sender + "' about a request it was not given");
+    }
+    it->second.state = report->state;
+    it->second.detail = report->detail;
+    it->second.last_seen = now;
+    return Message{};
+  }
   if (message.type == "ctxt") {
     const auto c = decode_context(message.payload, &why);
     if (!c) return fail(why);
@@ -181,22 +261,26 @@ std::optional<Message> ClientRegistry::on_message(const std::string& sender, con
     client.job_id = c->jobid;
     client.last_seen = now;
     std::int32_t zero = 0;
-    return Message{"ctxt", std::string(reinterpret_cast<const char*>(&zero), sizeof zero)};
+    return Message{"ctxt", std::string(reinterpret_cast<const char*>(&zero), sizeof zero) +
+                               std::string(kOpscopeDaemonMark)};
   }
   if (message.type == "req") {
     auto r = decode_request(message.payload, &why);
     if (!r) return fail(why);
+    if (r->pids.empty()) return fail("a \"req\" without pids (dynolog drops it too)");
     Client& client = clients_[sender];
     client.uid = uid;
     client.job_id = r->jobid;
-    if (!r->pids.empty()) client.pid = r->pids.front();
+    client.pid = r->pids.front();
     client.pids = std::move(r->pids);
     client.polled = true;
     client.last_seen = now;
     Message reply{"req", ""};
-    if (client.pending) {
-      reply.payload = frame_config(*client.pending, ++next_trace_);
+    // As dynolog: the trace request goes only to a poll that asks for activities.
+    if (client.pending && (r->type & kConfigTypeActivities) != 0) {
+      reply.payload = std::move(*client.pending);
       client.pending.reset();
+      client.delivered = true;
     }
     return reply;
   }
@@ -208,6 +292,8 @@ TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t req
   std::lock_guard lock(mu_);
   forget_silent(now);
   TraceResult result;
+  const std::uint64_t request_id = ++next_request_;
+  const std::string framed_config = frame_config(request.config, request_id);
   const bool all_pids = request.pids.empty() || std::find(request.pids.begin(), request.pids.end(),
                                                           0) != request.pids.end();
   std::vector<std::int32_t> found;    // requested pids seen in some client's list, any user
@@ -245,13 +331,22 @@ TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t req
     if (client.pending) {
       ++result.busy;
     } else if (static_cast<std::int64_t>(result.triggered.size()) < request.process_limit) {
-      client.pending = request.config;
+      client.pending = framed_config;
+      client.request_id = request_id;
+      client.delivered = false;
+      client.state.clear();
+      client.detail.clear();
       result.triggered.push_back(client.pid);
+      triggered_.push_back({request_id, client.pid, name, requester});
+      if (triggered_.size() > kMaxTriggered) triggered_.erase(triggered_.begin());
     }
   }
   std::sort(result.matched.begin(), result.matched.end());
   std::sort(result.triggered.begin(), result.triggered.end());
-  if (!result.triggered.empty()) return result;
+  if (!result.triggered.empty()) {
+    result.request_id = request_id;
+    return result;
+  }
 
   // Nothing triggered: say why, in words a user can act on.
   auto& reasons = result.reasons;
@@ -295,6 +390,28 @@ TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t req
   return result;
 }
 
+std::vector<TraceStatus> ClientRegistry::trace_status(std::uint64_t request_id, uid_t requester,
+                                                      Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  forget_silent(now);
+  std::vector<TraceStatus> out;
+  for (const Triggered& t : triggered_) {
+    if (t.request_id != request_id || t.uid != requester) continue;
+    TraceStatus status;
+    status.pid = t.pid;
+    const auto it = clients_.find(t.client);
+    if (it == clients_.end() || it->second.request_id != request_id) {
+      status.known = false;
+    } else {
+      status.delivered = it->second.delivered;
+      status.state = it->second.state;
+      status.detail = it->second.detail;
+    }
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
 std::size_t ClientRegistry::size(Clock::time_point now) {
   std::lock_guard lock(mu_);
   forget_silent(now);
@@ -321,23 +438,35 @@ std::optional<uid_t> tcp_owner(std::string_view table, std::string_view local,
 
 namespace {
 
-std::string proc_address(const sockaddr_in& a) {
-  // /proc/net/tcp prints the address as the 32-bit word in memory order, the port in host order.
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%08X:%04X", static_cast<unsigned>(a.sin_addr.s_addr),
-                static_cast<unsigned>(ntohs(a.sin_port)));
+// /proc/net/tcp prints an IPv4 address as the 32-bit word in memory order, the port in host
+// order; /proc/net/tcp6 prints the 16 bytes of an IPv6 address as four such words.
+std::string proc_address(const sockaddr_storage& a) {
+  char buf[64];
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    std::snprintf(buf, sizeof buf, "%08X:%04X", static_cast<unsigned>(in.sin_addr.s_addr),
+                  static_cast<unsigned>(ntohs(in.sin_port)));
+    return buf;
+  }
+  const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+  std::uint32_t words[4];
+  std::memcpy(words, &in6.sin6_addr, sizeof words);
+  std::snprintf(buf, sizeof buf, "%08X%08X%08X%08X:%04X", static_cast<unsigned>(words[0]),
+                static_cast<unsigned>(words[1]), static_cast<unsigned>(words[2]),
+                static_cast<unsigned>(words[3]), static_cast<unsigned>(ntohs(in6.sin6_port)));
   return buf;
 }
 
 // The uid owning the other end of an accepted loopback connection. The peer's socket appears in
-// /proc/net/tcp with its local address = our peer address and its remote = our local address.
+// /proc/net/tcp (tcp6 for IPv6) with its local address = our peer address and its remote = our
+// local address.
 std::optional<uid_t> requester_uid(int fd) {
-  sockaddr_in self{}, peer{};
+  sockaddr_storage self{}, peer{};
   socklen_t len = sizeof self;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0) return std::nullopt;
   len = sizeof peer;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return std::nullopt;
-  std::ifstream f("/proc/net/tcp");
+  std::ifstream f(self.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp");
   const std::string table((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return tcp_owner(table, proc_address(peer), proc_address(self));
 }
@@ -392,6 +521,28 @@ std::string error_json(std::string_view message) {
 
 // --- the transport ------------------------------------------------------------------------------
 
+namespace {
+
+// A listening socket on one loopback address; -1 with `error` set when it cannot be bound.
+int listen_on(const sockaddr_storage& address, socklen_t len, std::string* error) {
+  const int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = std::string("cannot create a TCP socket: ") + std::strerror(errno);
+    return -1;
+  }
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (address.ss_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), len) != 0 || ::listen(fd, 16) != 0) {
+    *error = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
 Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       registry_(options_.client_timeout),
@@ -400,31 +551,39 @@ Daemon::Daemon(DaemonOptions options)
     throw Error("daemon port must be 0 (ephemeral) to 65535, got " + std::to_string(options_.port));
   }
   endpoint_.enable_credentials();
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0)
-    throw Error(std::string("cannot create a TCP socket: ") + std::strerror(errno));
-  const int on = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // loopback only: the request is unauthenticated
-  a.sin_port = htons(static_cast<std::uint16_t>(options_.port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listen_fd_, 16) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(listen_fd_);
+  // Loopback only: the request is unauthenticated. 127.0.0.1 first; its port (chosen by the
+  // kernel when options_.port is 0) is then bound on ::1 too.
+  sockaddr_storage v4{};
+  auto& in = reinterpret_cast<sockaddr_in&>(v4);
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  in.sin_port = htons(static_cast<std::uint16_t>(options_.port));
+  std::string why;
+  const int fd4 = listen_on(v4, sizeof(sockaddr_in), &why);
+  if (fd4 < 0)
     throw Error("cannot listen on 127.0.0.1:" + std::to_string(options_.port) + ": " + why);
+  listen_fds_.push_back(fd4);
+  socklen_t len = sizeof(sockaddr_in);
+  ::getsockname(fd4, reinterpret_cast<sockaddr*>(&v4), &len);
+  port_ = ntohs(in.sin_port);
+  sockaddr_storage v6{};
+  auto& in6 = reinterpret_cast<sockaddr_in6&>(v6);
+  in6.sin6_family = AF_INET6;
+  in6.sin6_addr = in6addr_loopback;
+  in6.sin6_port = htons(static_cast<std::uint16_t>(port_));
+  if (const int fd6 = listen_on(v6, sizeof(sockaddr_in6), &why); fd6 >= 0) {
+    listen_fds_.push_back(fd6);
+  } else {
+    // A machine without IPv6 on its loopback: `localhost` resolves to 127.0.0.1 there.
+    log("not listening on [::1]:" + std::to_string(port_) + " (" + why + "); 127.0.0.1 only");
   }
-  socklen_t len = sizeof a;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
   ipc_thread_ = std::thread([this] { serve_ipc(); });
   tcp_thread_ = std::thread([this] { serve_tcp(); });
 }
 
 Daemon::~Daemon() {
   stop();
-  ::close(listen_fd_);
+  for (const int fd : listen_fds_) ::close(fd);
 }
 
 void Daemon::stop() {
@@ -480,18 +639,23 @@ void Daemon::serve_ipc() {
       log_malformed("a datagram from '" + r->sender + "': " + error);
       continue;
     }
+    if (reply->type.empty()) continue;  // a report: nothing to answer
     if (!endpoint_.send(r->sender, reply->type, reply->payload, &error)) log_malformed(error);
   }
 }
 
 void Daemon::serve_tcp() {
+  std::vector<pollfd> fds;
+  for (const int fd : listen_fds_) fds.push_back({fd, POLLIN, 0});
   while (!stopping_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    serve_connection(fd);
-    ::close(fd);
+    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    for (const pollfd& p : fds) {
+      if ((p.revents & POLLIN) == 0) continue;
+      const int fd = ::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      serve_connection(fd);
+      ::close(fd);
+    }
   }
 }
 
@@ -521,7 +685,7 @@ void Daemon::serve_connection(int fd) {
 std::string Daemon::handle_request(std::string_view json, std::optional<uid_t> requester) {
   using Handler = std::function<std::string(const JsonValue&, std::string_view)>;
   // Dispatch by "fn" through a table (dynolog's own requests that opscope serves).
-  const std::unordered_map<std::string, Handler> handlers = {
+  const std::map<std::string, Handler, std::less<>> handlers = {
       {std::string(kTraceFn),
        [&](const JsonValue&, std::string_view text) {
          if (!requester) {
@@ -533,8 +697,28 @@ std::string Daemon::handle_request(std::string_view json, std::optional<uid_t> r
          return trace_result_json(
              registry_.request_trace(request, *requester, ClientRegistry::Clock::now()));
        }},
+      {std::string(kTraceStatusFn),
+       [&](const JsonValue& doc, std::string_view) {
+         if (!requester) {
+           return error_json("cannot tell which user sent the request (no /proc/net/tcp entry)");
+         }
+         const std::int64_t id = int_field(doc, "request_id", -1);
+         if (id < 1) throw Error("field \"request_id\" must be a request id (an integer >= 1)");
+         return trace_status_json(registry_.trace_status(static_cast<std::uint64_t>(id), *requester,
+                                                         ClientRegistry::Clock::now()));
+       }},
+      // dyno status and dyno version: dynolog answers {"status":1} and {"version":"..."}.
       {"getStatus",
        [](const JsonValue&, std::string_view) { return std::string(R"({"status":1})"); }},
+      {"getVersion",
+       [](const JsonValue&, std::string_view) {
+         JsonWriter w;
+         w.begin_object();
+         w.key("version");
+         w.string(daemon_version());
+         w.end_object();
+         return w.str();
+       }},
   };
   try {
     const JsonValue doc = internal::parse_json(json);
@@ -544,8 +728,10 @@ std::string Daemon::handle_request(std::string_view json, std::optional<uid_t> r
     }
     const auto it = handlers.find(fn->as_string());
     if (it == handlers.end()) {
-      return error_json("unknown fn \"" + fn->as_string() + "\"; this daemon serves \"" +
-                        std::string(kTraceFn) + "\" and \"getStatus\"");
+      std::string served;
+      for (const auto& [name, handler] : handlers)
+        served += (served.empty() ? "\"" : ", \"") + name + "\"";
+      return error_json("unknown fn \"" + fn->as_string() + "\"; this daemon serves " + served);
     }
     return it->second(doc, json);
   } catch (const std::exception& e) {

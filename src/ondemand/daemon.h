@@ -18,9 +18,14 @@
 //   client count for a trace request. A client silent for longer than `client_timeout`
 //   (60 s) is forgotten.
 // - The reply to "req" is the pending config, once, framed as dynolog frames it:
-//   "\n    <config>\n    REQUEST_TRACE_ID=<hash>\n"; otherwise an empty "req".
-//   The request's `type` (events/activities bits) is not looked at: opscope has one kind of
-//   trace, and libkineto asks for activities.
+//   "\n    <config>\n    REQUEST_TRACE_ID=<request id>\n"; otherwise an empty "req". As in
+//   dynolog, only a poll whose type has the activities bit (kConfigTypeActivities) receives
+//   it; a poll without pids is dropped unanswered.
+// - Delivery is tracked per request: a trace request gets an id ("opscopeRequestId" in the
+//   answer, REQUEST_TRACE_ID in the config), and getTraceStatus tells for each triggered
+//   process whether it fetched the config and what it reported since. opscope's client
+//   reports ("opsreport" datagrams: accepted, refused and why, written, failed) only to a
+//   daemon whose "ctxt" answer carries kOpscopeDaemonMark, never to dynolog.
 // - A trace request matches a client when its job id matches (job_id 0 means any job: dynolog
 //   keys its table by job id and processes without a job register as job 0, so with opscope a
 //   plain `--pid` request finds a process whatever its job) and the request's pids are empty or
@@ -56,9 +61,13 @@ inline constexpr std::int64_t kDefaultProcessLimit = 1000;
 // The largest TCP request accepted (a config is a few hundred bytes).
 inline constexpr std::int32_t kMaxTcpMessage = 1 << 20;
 inline constexpr std::string_view kTraceFn = "setKinetOnDemandRequest";
+inline constexpr std::string_view kTraceStatusFn = "getTraceStatus";
+
 // The most clients remembered at once: each endpoint name is a client, so a flood of names
 // must not grow the table without bound. Newcomers past it are refused until others go silent.
 inline constexpr std::size_t kMaxClients = 4096;
+// How many triggered processes getTraceStatus remembers.
+inline constexpr std::size_t kMaxTriggered = 4096;
 
 // dynolog's TCP trace request. parse_trace_request throws opscope::Error naming the field
 // that is missing or ill-typed.
@@ -74,6 +83,7 @@ std::string trace_request_json(const TraceRequest& request);
 // The answer. `reasons` is opscope's own field ("opscopeReasons"), set when nothing was
 // triggered, that dynolog's clients ignore.
 struct TraceResult {
+  std::uint64_t request_id = 0;  // opscope's "opscopeRequestId"; 0 from dynolog
   std::int64_t busy = 0;
   std::vector<std::int32_t> triggered;
   std::vector<std::int32_t> matched;
@@ -86,6 +96,19 @@ TraceResult parse_trace_result(std::string_view json);
 
 // The frame around a delivered config.
 std::string frame_config(std::string_view config, std::uint64_t trace_id);
+
+// What became of one triggered process, for getTraceStatus.
+struct TraceStatus {
+  std::int32_t pid = 0;
+  bool delivered = false;  // the process fetched the config at a poll
+  bool known = true;       // false: the process went silent and was forgotten
+  std::string state;       // its last report: accepted, refused, recording, written, failed
+  std::string detail;      // the reason or the file
+};
+std::string trace_status_json(const std::vector<TraceStatus>& statuses);
+// Reads a getTraceStatus answer back (for the CLI). Throws opscope::Error like
+// parse_trace_result.
+std::vector<TraceStatus> parse_trace_status(std::string_view json);
 
 // Who is registered, and what each gets at its next poll. Thread-safe (one mutex).
 class ClientRegistry {
@@ -104,6 +127,11 @@ class ClientRegistry {
   // Handles one trace request from a user with uid `requester`.
   TraceResult request_trace(const TraceRequest& request, uid_t requester, Clock::time_point now);
 
+  // What became of request `request_id` in each process it triggered, for the user `requester`
+  // (another user's processes are left out).
+  std::vector<TraceStatus> trace_status(std::uint64_t request_id, uid_t requester,
+                                        Clock::time_point now);
+
   // Clients not forgotten (registered or polling).
   std::size_t size(Clock::time_point now);
 
@@ -115,7 +143,19 @@ class ClientRegistry {
     std::vector<std::int32_t> pids;  // the process, then its ancestors
     bool polled = false;
     Clock::time_point last_seen;
-    std::optional<std::string> pending;  // config to deliver at the next poll
+    std::optional<std::string> pending;  // framed config to deliver at the next poll
+    std::uint64_t request_id = 0;        // the last request that triggered it
+    bool delivered = false;              // ... fetched at a poll
+    std::string state;                   // ... and the client's last report on it
+    std::string detail;
+  };
+  // Processes triggered by recent requests, kept after their clients are forgotten so that
+  // getTraceStatus can say so.
+  struct Triggered {
+    std::uint64_t request_id;
+    std::int32_t pid;
+    std::string client;
+    uid_t uid;
   };
   void forget_silent(Clock::time_point now);
 
@@ -123,7 +163,8 @@ class ClientRegistry {
   std::chrono::milliseconds client_timeout_;
   std::size_t max_clients_;
   std::map<std::string, Client> clients_;  // by endpoint name
-  std::uint64_t next_trace_ = 0;
+  std::uint64_t next_request_ = 0;
+  std::vector<Triggered> triggered_;  // the last kMaxTriggered
 };
 
 // The owner of a loopback TCP connection: the uid column of the /proc/net/tcp line (given as
@@ -142,8 +183,10 @@ struct DaemonOptions {
   std::function<void(std::string_view)> log;
 };
 
-// The transport: binds the IPC endpoint and 127.0.0.1:port, then serves both from two threads
-// until stop(). The constructor throws opscope::Error when either cannot be bound.
+// The transport: binds the IPC endpoint and the TCP port on the loopback addresses (127.0.0.1,
+// and ::1 where IPv6 is up: `localhost` resolves to ::1 first on many machines, and dyno
+// connects to the first address only), then serves them from two threads until stop(). The
+// constructor throws opscope::Error when the endpoint or 127.0.0.1:port cannot be bound.
 class Daemon {
  public:
   explicit Daemon(DaemonOptions options);
@@ -152,6 +195,8 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   int port() const { return port_; }
+  // Whether the port is bound on ::1 too (IPv6 may be off on the machine's loopback).
+  bool listens_on_ipv6() const { return listen_fds_.size() > 1; }
   ClientRegistry& registry() { return registry_; }
   void stop();
 
@@ -168,7 +213,7 @@ class Daemon {
   DaemonOptions options_;
   ClientRegistry registry_;
   Endpoint endpoint_;
-  int listen_fd_ = -1;
+  std::vector<int> listen_fds_;  // 127.0.0.1, then ::1 when available
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::mutex log_mu_;
@@ -178,6 +223,9 @@ class Daemon {
   std::thread ipc_thread_;
   std::thread tcp_thread_;
 };
+
+// opscope's version as getVersion answers it.
+std::string daemon_version();
 
 // Sends one framed request to 127.0.0.1:port and returns the answer's JSON. Throws
 // opscope::Error when the daemon cannot be reached or the answer is cut short.

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ondemand/config.h"
 #include "opscope/error.h"
 
 namespace opscope::ondemand {
@@ -117,8 +119,9 @@ std::optional<LibkinetoContext> decode_context(std::string_view payload, std::st
   return c;
 }
 
-std::string encode_request(std::int64_t jobid, std::span<const std::int32_t> pids) {
-  LibkinetoRequestHeader h{0, static_cast<std::int32_t>(pids.size()), jobid};
+std::string encode_request(std::int32_t type, std::int64_t jobid,
+                           std::span<const std::int32_t> pids) {
+  LibkinetoRequestHeader h{type, static_cast<std::int32_t>(pids.size()), jobid};
   std::string out = bytes_of(h);
   out.append(reinterpret_cast<const char*>(pids.data()), pids.size_bytes());
   return out;
@@ -147,7 +150,35 @@ std::optional<Request> decode_request(std::string_view payload, std::string* err
   r.type = h.type;
   r.jobid = h.jobid;
   r.pids.resize(static_cast<std::size_t>(h.n));
-  std::memcpy(r.pids.data(), payload.data() + sizeof h, r.pids.size() * sizeof(std::int32_t));
+  if (!r.pids.empty()) {  // memcpy with an empty vector's null data() is undefined
+    std::memcpy(r.pids.data(), payload.data() + sizeof h, r.pids.size() * sizeof(std::int32_t));
+  }
+  return r;
+}
+
+std::string encode_report(const OutcomeReport& report) {
+  return std::to_string(report.request_id) + "\n" + report.state + "\n" + report.detail;
+}
+
+std::optional<OutcomeReport> decode_report(std::string_view payload, std::string* error) {
+  const std::size_t a = payload.find('\n');
+  const std::size_t b = a == std::string_view::npos ? a : payload.find('\n', a + 1);
+  const auto id =
+      a == std::string_view::npos ? std::nullopt : parse_non_negative(payload.substr(0, a));
+  if (b == std::string_view::npos || !id) {
+    if (error != nullptr) *error = "a report is \"<request id>\\n<state>\\n<detail>\"";
+    return std::nullopt;
+  }
+  OutcomeReport r;
+  r.request_id = static_cast<std::uint64_t>(*id);
+  r.state = std::string(payload.substr(a + 1, b - a - 1));
+  r.detail = std::string(payload.substr(b + 1));
+  constexpr std::string_view kStates[] = {"accepted", "refused", "recording", "written", "failed"};
+  if (std::find(std::begin(kStates), std::end(kStates), r.state) == std::end(kStates)) {
+    if (error != nullptr) *error = "a report with the unknown state \"" + r.state + "\"";
+    return std::nullopt;
+  }
+  if (r.detail.size() > 4096) r.detail.resize(4096);
   return r;
 }
 

@@ -38,8 +38,14 @@ struct LibkinetoContext {
 };
 static_assert(sizeof(LibkinetoContext) == 16);
 
+// The kinds of config a poll asks for: bits of LibkinetoRequestHeader::type (dynolog's
+// LibkinetoConfigType). dynolog hands an activity-profiler config (a trace request) only to a
+// poll whose type has kActivities set, as libkineto's polls have.
+inline constexpr std::int32_t kConfigTypeEvents = 1;
+inline constexpr std::int32_t kConfigTypeActivities = 2;
+
 struct LibkinetoRequestHeader {
-  std::int32_t type;  // 0: the config poll libkineto sends
+  std::int32_t type;  // kConfigType* bits: what the poll asks for
   std::int32_t n;     // number of pids that follow
   std::int64_t jobid;
   // std::int32_t pids[n] follow
@@ -67,13 +73,30 @@ std::optional<Message> decode(std::string_view datagram, std::string* error);
 
 std::string encode_context(const LibkinetoContext& c);
 std::optional<LibkinetoContext> decode_context(std::string_view payload, std::string* error);
-std::string encode_request(std::int64_t jobid, std::span<const std::int32_t> pids);
+// A poll: `type` is kConfigType* bits (opscope's client asks for kConfigTypeActivities).
+std::string encode_request(std::int32_t type, std::int64_t jobid,
+                           std::span<const std::int32_t> pids);
 struct Request {
   std::int32_t type = 0;
   std::int64_t jobid = 0;
   std::vector<std::int32_t> pids;
 };
 std::optional<Request> decode_request(std::string_view payload, std::string* error);
+
+// opscope's extension of the fabric, which dynolog never sees: opscope's daemon appends
+// kOpscopeDaemonMark to its "ctxt" answer (libkineto reads only the int32 before it), and a
+// client that saw it reports what became of each request it was given in kReportType
+// datagrams, which the daemon does not answer.
+inline constexpr std::string_view kOpscopeDaemonMark = "opscope-daemon";
+inline constexpr std::string_view kReportType = "opsreport";
+struct OutcomeReport {
+  std::uint64_t request_id = 0;  // REQUEST_TRACE_ID of the config
+  std::string state;             // accepted, refused, recording, written, failed
+  std::string detail;            // the reason, or the file written (at most 4096 bytes)
+};
+// "<request id>\n<state>\n<detail>"
+std::string encode_report(const OutcomeReport& report);
+std::optional<OutcomeReport> decode_report(std::string_view payload, std::string* error);
 
 // The calling process's pid and its ancestors' (from /proc/<pid>/stat), nearest first, at most
 // kMaxRequestPids, stopping before pid 1... as libkineto sends them.

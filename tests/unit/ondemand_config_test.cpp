@@ -28,8 +28,7 @@ TEST(OndemandConfig, DurationRequestAsDynologFramesIt) {
   EXPECT_EQ(r.log_file, "/tmp/t.json");
   EXPECT_EQ(r.output_path, "/tmp/t_42.json");
   EXPECT_EQ(r.trace_id, "1234567");
-  EXPECT_FALSE(r.record_shapes || r.profile_memory || r.with_stack || r.with_flops ||
-               r.with_modules);
+  EXPECT_FALSE(r.lenses.any());
 }
 
 TEST(OndemandConfig, IterationRequestAndLenses) {
@@ -45,11 +44,11 @@ TEST(OndemandConfig, IterationRequestAndLenses) {
   EXPECT_EQ(r.iterations, 3);
   EXPECT_EQ(r.start_iteration, 10);
   EXPECT_EQ(r.start_iteration_roundup, 4);
-  EXPECT_TRUE(r.record_shapes);
-  EXPECT_TRUE(r.profile_memory);
-  EXPECT_TRUE(r.with_stack);
-  EXPECT_FALSE(r.with_flops);
-  EXPECT_FALSE(r.with_modules);
+  EXPECT_TRUE(r.lenses.record_shapes);
+  EXPECT_TRUE(r.lenses.profile_memory);
+  EXPECT_TRUE(r.lenses.with_stack);
+  EXPECT_FALSE(r.lenses.with_flops);
+  EXPECT_FALSE(r.lenses.with_modules);
   // Kineto's default log file.
   EXPECT_EQ(r.log_file, "/tmp/libkineto_activities.json");
   EXPECT_EQ(r.output_path, "/tmp/libkineto_activities_42.json");

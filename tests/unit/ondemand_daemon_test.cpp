@@ -38,14 +38,15 @@ class OndemandRegistry : public ::testing::Test {
   void poll(const std::string& name, std::vector<std::int32_t> pids, std::int64_t job = 0,
             uid_t uid = 1000) {
     std::string error;
-    ASSERT_TRUE(registry.on_message(name, {"req", encode_request(job, pids)}, uid, now, &error))
+    ASSERT_TRUE(registry.on_message(name, {"req", encode_request(kConfigTypeActivities, job, pids)},
+                                    uid, now, &error))
         << error;
   }
   std::string poll_config(const std::string& name, std::vector<std::int32_t> pids,
                           std::int64_t job = 0, uid_t uid = 1000) {
     std::string error;
-    const auto reply =
-        registry.on_message(name, {"req", encode_request(job, pids)}, uid, now, &error);
+    const auto reply = registry.on_message(
+        name, {"req", encode_request(kConfigTypeActivities, job, pids)}, uid, now, &error);
     EXPECT_TRUE(reply) << error;
     if (!reply) return "";
     EXPECT_EQ(reply->type, "req");
@@ -71,10 +72,12 @@ TEST_F(OndemandRegistry, ContextIsAnsweredWithZeroButOnlyAPollMakesAMatch) {
       registry.on_message("c1", {"ctxt", encode_context({0, 300, 0})}, uid_t{1000}, now, &error);
   ASSERT_TRUE(reply) << error;
   EXPECT_EQ(reply->type, "ctxt");
-  ASSERT_EQ(reply->payload.size(), 4u);
+  // libkineto reads the int32; opscope's client also sees the mark that says reports are taken.
+  ASSERT_EQ(reply->payload.size(), 4u + kOpscopeDaemonMark.size());
   std::int32_t v = -1;
   std::memcpy(&v, reply->payload.data(), 4);
   EXPECT_EQ(v, 0);
+  EXPECT_EQ(reply->payload.substr(4), kOpscopeDaemonMark);
 
   TraceResult r = trace({300});
   EXPECT_TRUE(r.matched.empty());
@@ -170,8 +173,9 @@ TEST_F(OndemandRegistry, OnlyTheSameUsersClientsMatchAndTheReasonsSaySo) {
 
   // A client whose credentials were not received never matches.
   std::string error;
-  ASSERT_TRUE(registry.on_message("anon", {"req", encode_request(0, std::vector<std::int32_t>{92})},
-                                  std::nullopt, now, &error));
+  ASSERT_TRUE(registry.on_message(
+      "anon", {"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{92})},
+      std::nullopt, now, &error));
   EXPECT_TRUE(trace({92}).matched.empty());
 }
 
@@ -193,8 +197,9 @@ TEST_F(OndemandRegistry, MalformedPayloadsAreRefusedWithAReason) {
   EXPECT_FALSE(registry.on_message("c", {"req", "abc"}, uid_t{1}, now, &error));
   EXPECT_FALSE(registry.on_message("c", {"what", ""}, uid_t{1}, now, &error));
   EXPECT_NE(error.find("unknown message type"), std::string::npos) << error;
-  EXPECT_FALSE(registry.on_message("", {"req", encode_request(0, std::vector<std::int32_t>{1})},
-                                   uid_t{1}, now, &error));
+  EXPECT_FALSE(registry.on_message(
+      "", {"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{1})}, uid_t{1},
+      now, &error));
   EXPECT_EQ(registry.size(now), 0u);
 }
 
@@ -202,7 +207,7 @@ TEST(OndemandRegistryLimits, NewcomersPastTheCapAreRefusedUntilOthersGoSilent) {
   ClientRegistry registry(60s, 2);
   Clock::time_point now = Clock::now();
   const auto req = [](std::int32_t pid) {
-    return Message{"req", encode_request(0, std::vector<std::int32_t>{pid})};
+    return Message{"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{pid})};
   };
   std::string error;
   EXPECT_TRUE(registry.on_message("a", req(1), uid_t{1}, now, &error));
@@ -286,7 +291,7 @@ class FakeClient {
   }
   // One poll; the config text received (usually empty).
   std::string poll() {
-    EXPECT_TRUE(endpoint_.send(daemon_, "req", encode_request(job_, pids_)));
+    EXPECT_TRUE(endpoint_.send(daemon_, "req", encode_request(kConfigTypeActivities, job_, pids_)));
     const auto r = endpoint_.receive(5s);
     EXPECT_TRUE(r && r->message);
     if (!r || !r->message) return "<no answer>";
@@ -421,7 +426,8 @@ std::string frame(std::int32_t size, const std::string& body) {
 TEST_F(OndemandDaemon, SurvivesGarbageDatagramsAndTcpMessages) {
   std::mt19937 rng(12345);
   Endpoint fuzzer(unique_name("fuzz"));
-  const std::string valid_req = encode("req", encode_request(0, std::vector<std::int32_t>{1}));
+  const std::string valid_req =
+      encode("req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{1}));
   for (int i = 0; i < 300; ++i) {
     std::string d;
     switch (i % 4) {
@@ -437,7 +443,8 @@ TEST_F(OndemandDaemon, SurvivesGarbageDatagramsAndTcpMessages) {
         break;
       }
       default: {  // a request claiming more pids than it has
-        std::string payload = encode_request(0, std::vector<std::int32_t>{1, 2});
+        std::string payload =
+            encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{1, 2});
         const std::int32_t n = static_cast<std::int32_t>(rng());
         std::memcpy(payload.data() + 4, &n, 4);
         d = encode("req", payload);

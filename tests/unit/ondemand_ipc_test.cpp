@@ -55,7 +55,7 @@ TEST(OndemandIpc, ContextAndRequestPayloads) {
   EXPECT_FALSE(decode_context("abc", &error));
 
   const std::vector<std::int32_t> pids = {10, 9, 1};
-  const std::string req = encode_request(5, pids);
+  const std::string req = encode_request(kConfigTypeActivities, 5, pids);
   EXPECT_EQ(req.size(), 16u + 12u);
   const auto r = decode_request(req, &error);
   ASSERT_TRUE(r) << error;
