@@ -33,7 +33,7 @@ constexpr std::size_t kFlushBytes = 256 << 10;
 
 // Top-level keys the exporter writes itself; a metadata entry may not replace them.
 constexpr std::array<std::string_view, 8> kReservedKeys = {
-    "schemaVersion", "deviceProperties", "opscope",    "opscope_not_recorded",
+    "schemaVersion",   "deviceProperties",    "opscope",     "opscope_not_recorded",
     "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName"};
 
 constexpr std::size_t padded(std::size_t n) { return (n + 15) & ~std::size_t{15}; }
@@ -192,6 +192,13 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.key("not_recorded");
   w.begin_array();
   for (const std::string& option : s.not_recorded) w.string(option);
+  w.end_array();
+  // What the window recorded besides times, by the names ProfilerConfig gives them.
+  w.key("lenses");
+  w.begin_array();
+  for (const LensField& lens : kLensFields) {
+    if (r.lenses().*lens.member) w.string(lens.name);
+  }
   w.end_array();
   w.end_object();
   if (!s.not_recorded.empty()) {
@@ -374,8 +381,8 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
     write_metadata_event(w, false, "thread_name", pid, t.tid, "name", name);
     // In the order threads first recorded, which puts the main thread first.
     write_metadata_event(w, false, "thread_sort_index", pid, t.tid, "sort_index", i);
-    thread_text.push_back(",\"pid\":" + std::to_string(pid) + ",\"tid\":" +
-                          std::to_string(t.tid) + ",\"ts\":");
+    thread_text.push_back(",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
+                          ",\"ts\":");
   }
 
   PrefixCache prefixes;
@@ -394,10 +401,16 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
     const bool user = e.scope == RecordScope::kUserScope;
     std::string_view open;
     switch (e.kind) {
-      case EventKind::kRange: open = user ? kOpenUserRange : kOpenRange; break;
-      case EventKind::kAsyncRange: open = user ? kOpenUserAsync : kOpenAsync; break;
+      case EventKind::kRange:
+        open = user ? kOpenUserRange : kOpenRange;
+        break;
+      case EventKind::kAsyncRange:
+        open = user ? kOpenUserAsync : kOpenAsync;
+        break;
       case EventKind::kInstant:
-      case EventKind::kMemory: open = kOpenInstant; break;
+      case EventKind::kMemory:
+        open = kOpenInstant;
+        break;
     }
     const std::string_view prefix = prefixes.get(e.name, open);
     char* p = w.reserve(kEventSlack + 2 * padded(prefix.size()));
@@ -469,8 +482,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
 namespace opscope {
 
 void export_chrome_trace(const ProfilerResult& result, const std::string& path) {
-  std::unique_ptr<internal::Sink> sink =
-      internal::open_file_sink(path, {.what = "Chrome trace"});
+  std::unique_ptr<internal::Sink> sink = internal::open_file_sink(path, {.what = "Chrome trace"});
   internal::write_chrome_trace(result, path, *sink);
 }
 

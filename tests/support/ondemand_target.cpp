@@ -1,5 +1,6 @@
 // A traced process for the on-demand tests: a loop of steps, each a USER_SCOPE "step_<n>"
-// with two nested ranges, then ondemand::step(). It opts in to on-demand tracing only through
+// with two nested ranges (the inner one reports a 4 KiB allocation and its free, as an
+// allocator would), then ondemand::step(). It opts in to on-demand tracing only through
 // the environment (KINETO_USE_DAEMON=1, OPSCOPE_DAEMON_ENDPOINT=...), as a real job would.
 //
 //   opscope_ondemand_target STEPS SLEEP_MS
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "opscope/memory.h"
 #include "opscope/ondemand.h"
 #include "opscope/record_function.h"
 
@@ -32,6 +34,10 @@ int main(int argc, char** argv) {
       {
         OPSCOPE_RECORD_FUNCTION("target::forward");
         OPSCOPE_RECORD_FUNCTION("target::mm");
+        static char block[4096];
+        opscope::report_memory_usage(block, sizeof block, sizeof block, sizeof block);
+        opscope::report_memory_usage(block, -static_cast<std::int64_t>(sizeof block), 0,
+                                     sizeof block);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     }

@@ -49,8 +49,7 @@ std::shared_ptr<const ProfilerResult> sample_result() {
   Event mm = range(b.keep(kTrickyName), main, 1500, 2750, 2);
   mm.sequence_nr = 7;
   b.add_event(mm);
-  Event backward = range("MulBackward0", worker, 6000, 6001, 3,
-                         RecordScope::kBackwardFunction);
+  Event backward = range("MulBackward0", worker, 6000, 6001, 3, RecordScope::kBackwardFunction);
   backward.sequence_nr = 7;
   backward.forward_thread_id = 1001;
   b.add_event(backward);
@@ -107,6 +106,7 @@ TEST(ChromeTrace, TopLevelLayout) {
   EXPECT_EQ(o["buffer_bytes"], 1024);
   EXPECT_EQ(o["buffer_limit_bytes"], 4096);
   EXPECT_EQ(o["not_recorded"], json({"cuda"}));
+  EXPECT_EQ(o["lenses"], json::array());  // recorded with none
   EXPECT_EQ(t["opscope_not_recorded"], json({"cuda"}));
   // Kineto's key order: metadata after the schema, events before the name.
   EXPECT_LT(text.find("\"schemaVersion\""), text.find("\"distributedInfo\""));
@@ -237,8 +237,8 @@ TEST(ChromeTrace, ManyEventsCrossBlockBoundaries) {
   for (int i = 0; i < 300; ++i) names.push_back("op_" + std::to_string(i) + "_\xCE\xBB");
   constexpr int kEvents = 15000;  // about 3 MiB of JSON
   for (int i = 0; i < kEvents; ++i) {
-    b.add_event(range(b.keep(names[static_cast<std::size_t>(i) % names.size()]), i % 2,
-                      i * 100, i * 100 + 50, static_cast<std::uint64_t>(i)));
+    b.add_event(range(b.keep(names[static_cast<std::size_t>(i) % names.size()]), i % 2, i * 100,
+                      i * 100 + 50, static_cast<std::uint64_t>(i)));
   }
   const std::string text = chrome_trace_json(*b.finish());
   EXPECT_TRUE(is_valid_json(text));
@@ -321,7 +321,8 @@ TEST(ChromeTrace, InvalidUtf8InANameStillGivesValidJson) {
   std::string error;
   EXPECT_TRUE(is_valid_json(text, &error)) << error;
   const json t = json::parse(text);
-  EXPECT_EQ(events_with(t, "X").at(0)["name"], "op \xEF\xBF\xBD( \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(events_with(t, "X").at(0)["name"],
+            "op \xEF\xBF\xBD( \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 // A second, unrelated consumer: Python's json module, on the plain and the gzip file.

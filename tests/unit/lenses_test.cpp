@@ -191,6 +191,8 @@ TEST(Lenses, TraceArgsCarryInputsFlopsAndMemory) {
   }
   EXPECT_EQ(memory_events, 3);
   EXPECT_TRUE(saw_addmm);
+  // The trace says which lenses it was recorded with, by their ProfilerConfig names.
+  EXPECT_EQ(t["opscope"]["lenses"], json({"record_shapes", "profile_memory", "with_flops"}));
 }
 
 // --- through a real Profiler ---
