@@ -33,6 +33,11 @@ opscope_configure() {
   if [[ ! -f "$dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
     gen=(-G Ninja)
   fi
+  # ccache: a second run of the scripts recompiles only what changed since the first (each
+  # configuration has its own flags, so a first run from scratch gains nothing from it).
+  if command -v ccache >/dev/null 2>&1; then
+    gen+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
   opscope_log "configure $dir"
   cmake -S "$OPSCOPE_ROOT" -B "$dir" "${gen[@]}" "$@"
 }

@@ -54,6 +54,104 @@ TEST(OndemandConfig, IterationRequestAndLenses) {
   EXPECT_EQ(r.output_path, "/tmp/libkineto_activities_42.json");
 }
 
+TEST(OndemandConfig, DynosMemoryProfileKeysAreHonoured) {
+  // What `dyno gputrace --profile-memory --duration-ms 700` sends.
+  const auto p = parse(
+      "ACTIVITIES_LOG_FILE=/tmp/x.json\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS=700\n"
+      "PROFILE_REPORT_INPUT_SHAPES=false\nPROFILE_PROFILE_MEMORY=true\nPROFILE_MEMORY=true\n"
+      "PROFILE_MEMORY_DURATION_MSECS=700\nPROFILE_WITH_STACK=true\nPROFILE_WITH_FLOPS=false\n"
+      "PROFILE_WITH_MODULES=false");
+  ASSERT_TRUE(p.request) << p.error;
+  EXPECT_TRUE(p.warnings.empty()) << p.warnings.front();
+  EXPECT_TRUE(p.request->memory_profile);
+  EXPECT_EQ(p.request->memory_duration_ms, 700);
+  EXPECT_EQ(p.request->duration_ms, 700);
+  EXPECT_EQ(p.request->lenses, (LensSet{.profile_memory = true, .with_stack = true}));
+  EXPECT_EQ(memory_timeline_path(p.request->output_path), "/tmp/x_42.memory.html");
+  EXPECT_EQ(memory_timeline_path("/tmp/x_42.json.gz"), "/tmp/x_42.memory.html");
+
+  // PROFILE_MEMORY alone turns the lens on; its duration stands for a missing one, and the
+  // capture covers the longer of the two.
+  const auto alone = parse("PROFILE_MEMORY=1\nPROFILE_MEMORY_DURATION_MSECS=250");
+  ASSERT_TRUE(alone.request) << alone.error;
+  EXPECT_EQ(alone.request->kind, CaptureKind::kDuration);
+  EXPECT_EQ(alone.request->duration_ms, 250);
+  EXPECT_TRUE(alone.request->lenses.profile_memory);
+  const auto longer = parse(
+      "ACTIVITIES_DURATION_MSECS=100\nPROFILE_MEMORY=true\nPROFILE_MEMORY_DURATION_MSECS=900");
+  ASSERT_TRUE(longer.request) << longer.error;
+  EXPECT_EQ(longer.request->duration_ms, 900);
+  // An iteration capture keeps its steps and says the memory duration is not used.
+  const auto steps =
+      parse("ACTIVITIES_ITERATIONS=2\nPROFILE_MEMORY=true\nPROFILE_MEMORY_DURATION_MSECS=900");
+  ASSERT_TRUE(steps.request) << steps.error;
+  EXPECT_EQ(steps.request->kind, CaptureKind::kIterations);
+  ASSERT_EQ(steps.warnings.size(), 1u);
+  EXPECT_NE(steps.warnings[0].find("PROFILE_MEMORY_DURATION_MSECS is ignored"), std::string::npos);
+  const auto bad = parse("ACTIVITIES_DURATION_MSECS=5\nPROFILE_MEMORY_DURATION_MSECS=0");
+  EXPECT_FALSE(bad.request);
+  EXPECT_NE(bad.error.find("PROFILE_MEMORY_DURATION_MSECS=\"0\""), std::string::npos) << bad.error;
+}
+
+TEST(OndemandConfig, EveryKeyFormatsAndParsesBackTheSame) {
+  CaptureRequest timed;
+  timed.kind = CaptureKind::kDuration;
+  timed.duration_ms = 1500;
+  timed.start_time_ms = 1700000000000;
+  timed.log_file = "/tmp/every.json";
+  timed.memory_profile = true;
+  timed.memory_duration_ms = 1500;
+  for (const LensField& f : kLensFields) timed.lenses.*f.member = true;
+  CaptureRequest steps;
+  steps.kind = CaptureKind::kIterations;
+  steps.iterations = 7;
+  steps.start_iteration = 30;
+  steps.start_iteration_roundup = 4;
+  steps.log_file = "/tmp/steps.json.gz";
+  steps.lenses.with_flops = true;
+  for (const CaptureRequest& r : {timed, steps}) {
+    const std::string text = format_capture_config(r);
+    const auto back = parse(text);
+    ASSERT_TRUE(back.request) << back.error << "\n" << text;
+    EXPECT_TRUE(back.warnings.empty()) << text;
+    const CaptureRequest& b = *back.request;
+    EXPECT_EQ(b.kind, r.kind);
+    EXPECT_EQ(b.duration_ms, r.duration_ms);
+    EXPECT_EQ(b.start_time_ms, r.start_time_ms);
+    EXPECT_EQ(b.iterations, r.iterations);
+    EXPECT_EQ(b.start_iteration, r.start_iteration);
+    EXPECT_EQ(b.start_iteration_roundup, r.start_iteration_roundup);
+    EXPECT_EQ(b.lenses, r.lenses);
+    EXPECT_EQ(b.memory_profile, r.memory_profile);
+    EXPECT_EQ(b.memory_duration_ms, r.memory_duration_ms);
+    EXPECT_EQ(b.log_file, r.log_file);
+    EXPECT_EQ(format_capture_config(b), text);
+  }
+  // Each lens's key is Kineto's.
+  EXPECT_EQ(lens_config_key(Lens::kRecordShapes), "PROFILE_REPORT_INPUT_SHAPES");
+  EXPECT_EQ(lens_config_key(Lens::kWithModules), "PROFILE_WITH_MODULES");
+  EXPECT_NE(format_capture_config(timed).find("PROFILE_WITH_STACK=true"), std::string::npos);
+}
+
+TEST(OndemandConfig, AMissingOrUnwritableDirectoryIsRefusedBeforeRecording) {
+  testing::TempDir dir;
+  const auto missing =
+      parse("ACTIVITIES_DURATION_MSECS=5\nACTIVITIES_LOG_FILE=" + dir.file("nowhere/t.json"),
+            dir.path().string());
+  EXPECT_FALSE(missing.request);
+  EXPECT_NE(missing.error.find("nowhere does not exist"), std::string::npos) << missing.error;
+  std::string why;
+  EXPECT_FALSE(check_output_directory(dir.file("t.json") + "/x.json", &why));
+  EXPECT_TRUE(check_output_directory(dir.file("t.json"), &why)) << why;
+  if (::geteuid() != 0) {  // root writes anywhere
+    std::filesystem::create_directory(dir.file("ro"));
+    std::filesystem::permissions(
+        dir.file("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    EXPECT_FALSE(check_output_directory(dir.file("ro/t.json"), &why));
+    EXPECT_NE(why.find("not writable"), std::string::npos) << why;
+  }
+}
+
 TEST(OndemandConfig, UnknownKeysAndBareLinesWarnOnly) {
   const auto p = parse("ACTIVITIES_DURATION_MSECS=5\nFROBNICATE=yes\njust text\n");
   ASSERT_TRUE(p.request) << p.error;

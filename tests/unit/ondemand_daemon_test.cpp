@@ -155,6 +155,84 @@ TEST_F(OndemandRegistry, ConfigIsDeliveredOnceInDynologsFrame) {
   EXPECT_EQ(poll_config("c", {80}), "");
 }
 
+TEST_F(OndemandRegistry, OnlyAPollForActivitiesReceivesTheTraceRequest) {
+  poll("c", {81});
+  const TraceResult r = trace({81});
+  ASSERT_EQ(r.triggered, std::vector<std::int32_t>{81});
+  ASSERT_GT(r.request_id, 0u);
+  // As dynolog: a poll for events only (type 1) leaves the activity config where it is.
+  std::string error;
+  const auto events = registry.on_message(
+      "c", {"req", encode_request(kConfigTypeEvents, 0, std::vector<std::int32_t>{81})}, 1000u, now,
+      &error);
+  ASSERT_TRUE(events) << error;
+  EXPECT_EQ(events->payload, "");
+  // The next poll for activities gets it, numbered with the request's id.
+  EXPECT_NE(poll_config("c", {81}).find("REQUEST_TRACE_ID=" + std::to_string(r.request_id) + "\n"),
+            std::string::npos);
+  // A poll without pids is dropped, as dynolog drops it.
+  EXPECT_FALSE(registry.on_message(
+      "c", {"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{})}, 1000u,
+      now, &error));
+  EXPECT_NE(error.find("without pids"), std::string::npos) << error;
+}
+
+TEST_F(OndemandRegistry, TraceStatusFollowsDeliveryAndTheClientsReports) {
+  poll("c", {90});
+  const TraceResult r = trace({90});
+  ASSERT_EQ(r.triggered, std::vector<std::int32_t>{90});
+  auto status = registry.trace_status(r.request_id, 1000, now);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].pid, 90);
+  EXPECT_TRUE(status[0].known);
+  EXPECT_FALSE(status[0].delivered);
+  EXPECT_EQ(status[0].state, "");
+
+  poll_config("c", {90});
+  status = registry.trace_status(r.request_id, 1000, now);
+  EXPECT_TRUE(status[0].delivered);
+
+  std::string error;
+  const OutcomeReport refused{r.request_id, "refused", "the directory /x does not exist"};
+  const auto reply = registry.on_message("c", {std::string(kReportType), encode_report(refused)},
+                                         1000u, now, &error);
+  ASSERT_TRUE(reply) << error;
+  EXPECT_TRUE(reply->type.empty()) << "a report is not answered";
+  status = registry.trace_status(r.request_id, 1000, now);
+  EXPECT_EQ(status[0].state, "refused");
+  EXPECT_EQ(status[0].detail, "the directory /x does not exist");
+
+  // Only the requester's user learns about it; a report about another request is refused.
+  EXPECT_TRUE(registry.trace_status(r.request_id, 1001, now).empty());
+  const OutcomeReport stray{r.request_id + 7, "written", "/tmp/t.json"};
+  EXPECT_FALSE(registry.on_message("c", {std::string(kReportType), encode_report(stray)}, 1000u,
+                                   now, &error));
+  EXPECT_NE(error.find("was not given"), std::string::npos) << error;
+
+  // A process that went silent is forgotten, and the status says so.
+  now += 61s;
+  status = registry.trace_status(r.request_id, 1000, now);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_FALSE(status[0].known);
+}
+
+TEST(OndemandReports, EncodeAndDecode) {
+  const OutcomeReport r{12, "written", "/tmp/a b\nc.json"};
+  std::string error;
+  const auto back = decode_report(encode_report(r), &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->request_id, 12u);
+  EXPECT_EQ(back->state, "written");
+  EXPECT_EQ(back->detail, "/tmp/a b\nc.json");
+  EXPECT_FALSE(decode_report("12\nexploded\nx", &error));
+  EXPECT_NE(error.find("unknown state"), std::string::npos);
+  EXPECT_FALSE(decode_report("x\nwritten\ny", &error));
+  EXPECT_FALSE(decode_report("12 written", &error));
+  const auto long_detail = decode_report("1\nfailed\n" + std::string(10000, 'x'), &error);
+  ASSERT_TRUE(long_detail);
+  EXPECT_EQ(long_detail->detail.size(), 4096u);
+}
+
 TEST_F(OndemandRegistry, OnlyTheSameUsersClientsMatchAndTheReasonsSaySo) {
   poll("mine", {90, 1});
   poll("theirs", {91, 1}, 0, 2000);
