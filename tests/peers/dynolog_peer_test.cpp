@@ -46,10 +46,14 @@ class DynologPeer : public ::testing::Test {
   void TearDown() override {
     targets_.clear();
     daemon_.reset();
-    // Every file a test made in /tmp starts with prefix_.
+    // Every file a test made in /tmp or /var/tmp starts with prefix_.
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator("/tmp", ec)) {
-      if (entry.path().filename().string().rfind(prefix_, 0) == 0) fs::remove_all(entry.path(), ec);
+    for (const char* dir : {"/tmp", "/var/tmp"}) {
+      for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (entry.path().filename().string().rfind(prefix_, 0) == 0) {
+          fs::remove_all(entry.path(), ec);
+        }
+      }
     }
   }
 
@@ -99,6 +103,12 @@ class DynologPeer : public ::testing::Test {
   // A trace file name of this test in /tmp (the directory a traced process writes to by default).
   std::string log_file(const std::string& name, const std::string& ext = ".json") const {
     return "/tmp/" + prefix_ + name + ext;
+  }
+  // A writable directory outside /tmp, removed after the test: a traced process refuses it.
+  fs::path directory_outside_tmp(const std::string& name) const {
+    const fs::path dir = "/var/tmp/" + prefix_ + name;
+    fs::create_directories(dir);
+    return dir;
   }
   static std::string written(const std::string& log, pid_t pid, const std::string& ext = ".json") {
     return log.substr(0, log.size() - ext.size()) + "_" + std::to_string(pid) + ext;
@@ -354,12 +364,7 @@ TEST_F(DynologPeer, OpscopeTraceSaysWhatDynologCannotTell) {
   start_dynolog();
   const pid_t pid = start_target(5000, 10);
   // A directory the traced process refuses: it writes only under /tmp by default.
-  const fs::path outside = "/var/tmp/" + prefix_ + "outside";
-  fs::create_directories(outside);
-  struct Remove {
-    fs::path p;
-    ~Remove() { fs::remove_all(p); }
-  } remove{outside};
+  const fs::path outside = directory_outside_tmp("outside");
   const std::string log = (outside / "t.json").string();
   // Once the process has polled (and written this first trace), it is known and idle.
   gputrace_until_matched(
@@ -400,12 +405,7 @@ TEST_F(DynologPeer, DynoDrivesOpscopesDaemon) {
 TEST_F(DynologPeer, OpscopeTraceWaitReportsARefusalAtOnceWithOpscopesDaemon) {
   start_opscope_daemon();
   const pid_t pid = start_target(5000, 10);
-  const fs::path outside = "/var/tmp/" + prefix_ + "refused";
-  fs::create_directories(outside);
-  struct Remove {
-    fs::path p;
-    ~Remove() { fs::remove_all(p); }
-  } remove{outside};
+  const fs::path outside = directory_outside_tmp("refused");
   std::pair<int, std::string> result;
   const auto started = std::chrono::steady_clock::now();
   do {

@@ -1,17 +1,17 @@
-// opscope/internal/tls.h: the TLS model of opscope's hot thread_locals.
+// opscope/internal/tls.h: the TLS model of opscope's hot thread_locals (t_ctx, t_module), as
+// code that includes opscope's headers reaches them.
 //
-// initial-exec (the default) reaches a thread_local with one %fs-relative load, which the
-// range hot path relies on. Its price: a shared object with initial-exec TLS must be loaded at
-// program start (linked in, or LD_PRELOADed). One loaded later with dlopen has to fit its TLS
-// into the few hundred bytes glibc keeps spare for that, and opscope's ~4 KB do not ("cannot
-// allocate memory in static TLS block"). A library that is dlopen'ed, such as the Python
-// extension (python/CMakeLists.txt) or a plugin, compiles opscope with
+// initial-exec (the default) reaches a thread_local with one %fs-relative load (through the GOT
+// when the variable lives in libopscope.so), which the range hot path relies on. Its price: the
+// code using it must be loaded at program start (the program itself, a library it links, or an
+// LD_PRELOAD). A module loaded later with dlopen that includes these headers, such as the
+// Python extension (python/CMakeLists.txt) or a plugin, compiles with
 //
 //   -DOPSCOPE_TLS_MODEL="global-dynamic"
 //
-// which allocates each thread's block on first use and costs a __tls_get_addr call per access.
-// Every translation unit of one copy of the library must agree, as must code that includes
-// the headers that declare these variables (collector.h, module.h).
+// (with -mtls-dialect=gnu2 its accesses cost a descriptor call, cheap once resolved). The
+// library itself is always built that way (src/CMakeLists.txt), so libopscope.so can be loaded
+// either way; the two models refer to the same variables and may be mixed freely.
 #pragma once
 
 #ifndef OPSCOPE_TLS_MODEL

@@ -2,7 +2,7 @@
  * opscope Python package, without linking opscope.
  *
  * The package's native module (opscope._C) holds the one opscope of the process that its
- * profile objects drive. An extension that linked its own copy of libopscope would record
+ * profile objects drive. An extension with its own static copy of libopscope would record
  * into a session nobody starts; instead it takes opscope._C's functions from a capsule:
  *
  *   #include "opscope/python_capi.h"
