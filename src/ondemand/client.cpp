@@ -123,6 +123,8 @@ class Client {
   const ClientOptions options_;
   const std::string trace_dir_;
   std::unique_ptr<Endpoint> endpoint_;
+  std::string daemon_address_;             // the daemon's exact address (see receive_all)
+  Steady::time_point last_foreign_log_{};  // client thread only
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
   bool registered_ = false;    // client thread only (mirrored in status_registered_)
@@ -170,6 +172,8 @@ Client::Client(ClientOptions options)
                 std::to_string(options_.sigusr2_duration_ms) + "; it must be 0 (off) or more");
   }
   endpoint_ = std::make_unique<Endpoint>(client_endpoint_name(), options_.socket_dir);
+  endpoint_->enable_credentials();
+  daemon_address_ = endpoint_->address_of_name(options_.daemon_endpoint);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw Error("ondemand::enable(): cannot create a pipe: " + std::string(std::strerror(errno)));
   }
@@ -298,9 +302,27 @@ void Client::poll_daemon() {
 
 void Client::receive_all() {
   while (auto r = endpoint_->receive(std::chrono::milliseconds(0))) {
-    if (r->sender != options_.daemon_endpoint) {
-      log("ignored a datagram from '" + r->sender + "', not the daemon '" +
-          options_.daemon_endpoint + "'");
+    // The kernel, not the name, says who sent it: only the daemon's exact address (another
+    // user can bind "\0dynolog\0\0", a different address with a similar name), and only a
+    // daemon running as this process's user or as root (dynolog usually does).
+    std::string why;
+    if (r->sender_address != daemon_address_) {
+      why = "it came from '" + printable_address(r->sender_address) + "', not the daemon '" +
+            printable_address(daemon_address_) + "'";
+    } else if (!r->uid) {
+      why = "the kernel gave no credentials for it";
+    } else if (*r->uid != ::geteuid() && *r->uid != 0) {
+      why = "its sender runs as uid " + std::to_string(*r->uid) +
+            "; a daemon must run as this process's user (" + std::to_string(::geteuid()) +
+            ") or as root";
+    }
+    if (!why.empty()) {
+      // Rate-limited: another user's datagrams must not flood this process's stderr.
+      const auto now = Steady::now();
+      if (now - last_foreign_log_ > std::chrono::minutes(1)) {
+        log("ignored a datagram: " + why + " (such datagrams are logged once a minute)");
+        last_foreign_log_ = now;
+      }
       continue;
     }
     if (!r->message) {

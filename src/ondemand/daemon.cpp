@@ -215,12 +215,26 @@ std::string daemon_version() { return std::string("opscope ") + version(); }
 
 // --- the registry -------------------------------------------------------------------------------
 
-ClientRegistry::ClientRegistry(std::chrono::milliseconds client_timeout, std::size_t max_clients)
-    : client_timeout_(client_timeout), max_clients_(max_clients) {}
+ClientRegistry::ClientRegistry(std::chrono::milliseconds client_timeout, std::size_t max_clients,
+                               std::size_t max_per_user)
+    : client_timeout_(client_timeout), max_clients_(max_clients), max_per_user_(max_per_user) {}
 
 void ClientRegistry::forget_silent(Clock::time_point now) {
-  std::erase_if(clients_,
-                [&](const auto& kv) { return now - kv.second.last_seen > client_timeout_; });
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    if (now - it->second.last_seen > client_timeout_) {
+      it = erase_client(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::map<std::string, ClientRegistry::Client>::iterator ClientRegistry::erase_client(
+    std::map<std::string, Client>::iterator it) {
+  if (auto user = per_user_.find(it->second.uid); user != per_user_.end() && --user->second == 0) {
+    per_user_.erase(user);
+  }
+  return clients_.erase(it);
 }
 
 std::optional<Message> ClientRegistry::on_message(const std::string& sender, const Message& message,
@@ -231,32 +245,50 @@ std::optional<Message> ClientRegistry::on_message(const std::string& sender, con
     return std::nullopt;
   };
   if (sender.empty()) return fail("a \"" + message.type + "\" message from an unnamed socket");
+  const std::string who = printable_address(sender);
+  if (!uid)
+    return fail("a \"" + message.type + "\" message from '" + who + "' without credentials");
   std::string why;
   std::lock_guard lock(mu_);
   forget_silent(now);
-  if ((message.type == "ctxt" || message.type == "req") && clients_.size() >= max_clients_ &&
-      !clients_.contains(sender)) {
-    return fail("too many clients (" + std::to_string(max_clients_) + "); '" + sender +
-                "' is not registered");
+  auto known = clients_.find(sender);
+  // The kernel gives an address to one socket at a time, so a message from a known address
+  // with another uid comes from a new socket that bound it after the first one closed: a new
+  // client, which inherits nothing (no pending request) from the old one.
+  if (known != clients_.end() && known->second.uid != *uid) {
+    erase_client(known);
+    known = clients_.end();
+  }
+  if ((message.type == "ctxt" || message.type == "req") && known == clients_.end()) {
+    if (clients_.size() >= max_clients_) {
+      return fail("too many clients (" + std::to_string(max_clients_) + "); '" + who +
+                  "' is not registered");
+    }
+    if (per_user_[*uid] >= max_per_user_) {
+      return fail("uid " + std::to_string(*uid) + " has " + std::to_string(max_per_user_) +
+                  " clients registered, the most one user may have; '" + who +
+                  "' is not registered");
+    }
+    known = clients_.emplace(sender, Client{}).first;
+    known->second.uid = *uid;
+    ++per_user_[*uid];
   }
   if (message.type == kReportType) {
     // An outcome report; answered with nothing. Only about the request the client got last.
     const auto report = decode_report(message.payload, &why);
     if (!report) return fail(why);
-    const auto it = clients_.find(sender);
-    if (it == clients_.end() || it->second.request_id != report->request_id) {
-      return fail("a report from '" + sender + "' about a request it was not given");
+    if (known == clients_.end() || known->second.request_id != report->request_id) {
+      return fail("a report from '" + who + "' about a request it was not given");
     }
-    it->second.state = report->state;
-    it->second.detail = report->detail;
-    it->second.last_seen = now;
+    known->second.state = report->state;
+    known->second.detail = report->detail;
+    known->second.last_seen = now;
     return Message{};
   }
   if (message.type == "ctxt") {
     const auto c = decode_context(message.payload, &why);
     if (!c) return fail(why);
-    Client& client = clients_[sender];
-    client.uid = uid;
+    Client& client = known->second;
     client.pid = c->pid;
     client.job_id = c->jobid;
     client.last_seen = now;
@@ -268,8 +300,7 @@ std::optional<Message> ClientRegistry::on_message(const std::string& sender, con
     auto r = decode_request(message.payload, &why);
     if (!r) return fail(why);
     if (r->pids.empty()) return fail("a \"req\" without pids (dynolog drops it too)");
-    Client& client = clients_[sender];
-    client.uid = uid;
+    Client& client = known->second;
     client.job_id = r->jobid;
     client.pid = r->pids.front();
     client.pids = std::move(r->pids);
@@ -315,7 +346,7 @@ TraceResult ClientRegistry::request_trace(const TraceRequest& request, uid_t req
       if (!all_pids) ++other_jobs;  // a pid that matched, but in another job
       continue;
     }
-    if (!client.uid || *client.uid != requester) {
+    if (client.uid != requester) {
       if (!all_pids) {
         for (const std::int32_t p : request.pids) {
           if (std::find(client.pids.begin(), client.pids.end(), p) != client.pids.end()) {
@@ -629,18 +660,20 @@ void Daemon::serve_ipc() {
     }
     if (!r) continue;
     if (!r->message) {
-      log_malformed("a datagram from '" + r->sender + "': " + r->error);
+      log_malformed("a datagram from '" + printable_address(r->sender_address) + "': " + r->error);
       continue;
     }
     std::string error;
-    const auto reply =
-        registry_.on_message(r->sender, *r->message, r->uid, ClientRegistry::Clock::now(), &error);
+    const auto reply = registry_.on_message(r->sender_address, *r->message, r->uid,
+                                            ClientRegistry::Clock::now(), &error);
     if (!reply) {
-      log_malformed("a datagram from '" + r->sender + "': " + error);
+      log_malformed("a datagram from '" + printable_address(r->sender_address) + "': " + error);
       continue;
     }
     if (reply->type.empty()) continue;  // a report: nothing to answer
-    if (!endpoint_.send(r->sender, reply->type, reply->payload, &error)) log_malformed(error);
+    if (!endpoint_.send_to_address(r->sender_address, reply->type, reply->payload, &error)) {
+      log_malformed(error);
+    }
   }
 }
 

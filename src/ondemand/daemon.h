@@ -12,11 +12,12 @@
 //   daemon.stop();                          // also done by the destructor
 //
 // Semantics, after dynolog's IPCMonitor and LibkinetoConfigManager (DESIGN.md):
-// - A client is known by its IPC endpoint name. "ctxt" {gpu, pid, jobid} registers it and is
-//   answered "ctxt" + int32 0. "req" {type, n, jobid, pids[n]} is a poll: it records the pid list
-//   (the process and its ancestors, nearest first) and the job id, and only from then on does the
-//   client count for a trace request. A client silent for longer than `client_timeout`
-//   (60 s) is forgotten.
+// - A client is known by its exact IPC address and the uid the kernel gives for its datagrams
+//   (SO_PASSCRED); a message without credentials is refused. "ctxt" {gpu, pid, jobid} registers it
+//   and is answered "ctxt" + int32 0. "req" {type, n, jobid, pids[n]} is a poll: it records the pid
+//   list (the process and its ancestors, nearest first) and the job id, and only from then on does
+//   the client count for a trace request. A client silent for longer than `client_timeout` (60 s)
+//   is forgotten.
 // - The reply to "req" is the pending config, once, framed as dynolog frames it:
 //   "\n    <config>\n    REQUEST_TRACE_ID=<request id>\n"; otherwise an empty "req". As in
 //   dynolog, only a poll whose type has the activities bit (kConfigTypeActivities) receives
@@ -66,6 +67,9 @@ inline constexpr std::string_view kTraceStatusFn = "getTraceStatus";
 // The most clients remembered at once: each endpoint name is a client, so a flood of names
 // must not grow the table without bound. Newcomers past it are refused until others go silent.
 inline constexpr std::size_t kMaxClients = 4096;
+// The most clients one user (uid) may have at once, so that one user cannot fill the table and
+// lock every other user's processes out.
+inline constexpr std::size_t kMaxClientsPerUser = 1024;
 // How many triggered processes getTraceStatus remembers.
 inline constexpr std::size_t kMaxTriggered = 4096;
 
@@ -116,9 +120,11 @@ class ClientRegistry {
   using Clock = std::chrono::steady_clock;
 
   explicit ClientRegistry(std::chrono::milliseconds client_timeout = std::chrono::seconds(60),
-                          std::size_t max_clients = kMaxClients);
+                          std::size_t max_clients = kMaxClients,
+                          std::size_t max_per_user = kMaxClientsPerUser);
 
-  // One well-formed message from endpoint `sender` whose credentials said `uid`. Returns the
+  // One well-formed message from the exact address `sender` (Received::sender_address) whose
+  // credentials said `uid` (refused without them). Returns the
   // reply to send back, or nullopt (unknown type, malformed payload: `error` says why).
   std::optional<Message> on_message(const std::string& sender, const Message& message,
                                     std::optional<uid_t> uid, Clock::time_point now,
@@ -137,7 +143,7 @@ class ClientRegistry {
 
  private:
   struct Client {
-    std::optional<uid_t> uid;
+    uid_t uid = 0;
     std::int32_t pid = 0;
     std::int64_t job_id = 0;
     std::vector<std::int32_t> pids;  // the process, then its ancestors
@@ -158,11 +164,14 @@ class ClientRegistry {
     uid_t uid;
   };
   void forget_silent(Clock::time_point now);
+  std::map<std::string, Client>::iterator erase_client(std::map<std::string, Client>::iterator it);
 
   std::mutex mu_;
   std::chrono::milliseconds client_timeout_;
   std::size_t max_clients_;
-  std::map<std::string, Client> clients_;  // by endpoint name
+  std::size_t max_per_user_;
+  std::map<std::string, Client> clients_;  // by exact address
+  std::map<uid_t, std::size_t> per_user_;  // clients per uid
   std::uint64_t next_request_ = 0;
   std::vector<Triggered> triggered_;  // the last kMaxTriggered
 };

@@ -234,6 +234,47 @@ void Endpoint::enable_credentials() {
   }
 }
 
+std::string Endpoint::address_of_name(std::string_view name) const {
+  socklen_t len = 0;
+  const sockaddr_un a = address_of(name, dir_, &len);
+  return std::string(a.sun_path, len - offsetof(sockaddr_un, sun_path));
+}
+
+std::string printable_address(std::string_view address) {
+  std::string out(address);
+  if (!out.empty() && out.front() == '\0') {
+    std::replace(out.begin(), out.end(), '\0', '@');
+  } else {
+    out.resize(strnlen(out.c_str(), out.size()));
+  }
+  return out;
+}
+
+bool Endpoint::send_to_address(std::string_view address, std::string_view type,
+                               std::string_view payload, std::string* error) const noexcept {
+  try {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (address.empty() || address.size() > sizeof a.sun_path) {
+      if (error != nullptr) *error = "cannot send to an unnamed or oversized address";
+      return false;
+    }
+    std::memcpy(a.sun_path, address.data(), address.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+    const std::string datagram = encode(type, payload);
+    const ssize_t n = ::sendto(fd_, datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                               reinterpret_cast<const sockaddr*>(&a), len);
+    if (n == static_cast<ssize_t>(datagram.size())) return true;
+    if (error != nullptr) {
+      *error = "cannot send to IPC address '" + printable_address(address) +
+               "': " + (n < 0 ? std::strerror(errno) : "short write");
+    }
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = e.what();
+  }
+  return false;
+}
+
 bool Endpoint::send(std::string_view to, std::string_view type, std::string_view payload,
                     std::string* error) const noexcept {
   try {
@@ -274,6 +315,9 @@ std::optional<Received> Endpoint::receive(std::chrono::milliseconds timeout) con
 
   Received r;
   r.sender = name_of(from, msg.msg_namelen);
+  if (msg.msg_namelen > offsetof(sockaddr_un, sun_path)) {
+    r.sender_address.assign(from.sun_path, msg.msg_namelen - offsetof(sockaddr_un, sun_path));
+  }
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
       ucred cred;

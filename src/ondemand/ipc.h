@@ -104,7 +104,9 @@ std::vector<std::int32_t> pid_and_ancestors();
 
 // One received datagram.
 struct Received {
-  std::string sender;  // the sender's endpoint name (without the NULs), empty when unnamed
+  std::string sender;  // the sender's endpoint name (without the NULs), empty when unnamed: for
+                       // messages only; peers are told apart by sender_address
+  std::string sender_address;      // the sender's exact address (sun_path bytes, NULs included)
   std::optional<Message> message;  // nullopt when malformed; `error` says why
   std::string error;
   std::optional<uid_t> uid;  // the sender's uid (enable_credentials())
@@ -130,6 +132,13 @@ class Endpoint {
   // (no such endpoint, its queue full); `error` says why when given.
   bool send(std::string_view to, std::string_view type, std::string_view payload,
             std::string* error = nullptr) const noexcept;
+  // As send(), to an exact address as Received::sender_address gives it: a reply goes to the
+  // socket that sent, not to whichever socket has a similar name.
+  bool send_to_address(std::string_view address, std::string_view type, std::string_view payload,
+                       std::string* error = nullptr) const noexcept;
+  // The exact address of endpoint `name` (abstract "\0" name "\0", or the socket file in this
+  // endpoint's directory), to compare with Received::sender_address.
+  std::string address_of_name(std::string_view name) const;
   // Waits up to `timeout` for one datagram. nullopt on timeout.
   std::optional<Received> receive(std::chrono::milliseconds timeout) const;
 
@@ -138,6 +147,9 @@ class Endpoint {
   std::string dir_;
   int fd_ = -1;
 };
+
+// An address as /proc/net/unix shows it: an abstract one with '@' for each NUL.
+std::string printable_address(std::string_view address);
 
 // The socket directory in effect: `socket_dir` when not empty, else KINETO_IPC_SOCKET_DIR,
 // else "" (the abstract namespace).

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -290,6 +294,72 @@ TEST_F(OndemandRunningClient, RefusedWhileTheApplicationProfiles) {
   EXPECT_FALSE(client_status().capture_armed);
   EXPECT_EQ(client_status().traces, 0u);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// In a child that runs as another user (a throwaway uid, as root only), binds `address` (raw
+// sun_path bytes) and sends a valid config to the client's endpoint. Returns the child's exit
+// code: 0 when everything was sent.
+int send_as_another_user(const std::string& address, const std::string& client_endpoint,
+                         const std::string& config) {
+  const std::string datagram = encode("req", "\n    " + config + "\n    REQUEST_TRACE_ID=666\n");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    constexpr uid_t kThrowaway = 54321;  // no such user: nothing of it exists to reuse
+    if (::setresgid(kThrowaway, kThrowaway, kThrowaway) != 0 ||
+        ::setresuid(kThrowaway, kThrowaway, kThrowaway) != 0) {
+      ::_exit(10);
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, address.data(), address.size());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a),
+               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size())) != 0) {
+      ::_exit(11);
+    }
+    sockaddr_un to{};
+    to.sun_family = AF_UNIX;
+    to.sun_path[0] = '\0';
+    std::memcpy(to.sun_path + 1, client_endpoint.data(), client_endpoint.size());
+    const auto to_len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + client_endpoint.size() + 2);
+    for (int i = 0; i < 3; ++i) {
+      if (::sendto(fd, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                   to_len) != static_cast<ssize_t>(datagram.size())) {
+        ::_exit(12);
+      }
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+// Another local user can neither pose as the daemon under a similar name ("\0dynolog\0\0" is
+// another address than "\0dynolog\0") nor take the daemon's own name while no daemon runs:
+// the client believes the kernel's credentials and the exact address, not names.
+TEST(OndemandClient, AnotherUserCannotTriggerACapture) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to send as a throwaway user";
+  testing::TempDir dir;
+  const std::string name = daemon_name();  // no daemon is bound to it: the name is free
+  Log log;
+  enable(options_for(name, dir));
+  Disable guard;
+  ASSERT_FALSE(client_status().endpoint.empty());
+  const std::string config =
+      "ACTIVITIES_DURATION_MSECS=20\nACTIVITIES_LOG_FILE=" + dir.file("stolen.json");
+  const std::string similar = std::string("\0", 1) + name + std::string("\0\0", 2);
+  ASSERT_EQ(send_as_another_user(similar, client_status().endpoint, config), 0);
+  const std::string exact = std::string("\0", 1) + name + std::string("\0", 1);
+  ASSERT_EQ(send_as_another_user(exact, client_status().endpoint, config), 0);
+  ASSERT_TRUE(wait_for([&] { return log.count("ignored a datagram") >= 1; })) << log.all();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(client_status().configs, 0u) << log.all();
+  EXPECT_FALSE(client_status().capture_armed);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  // Six datagrams, one line: another user cannot flood the process's stderr either.
+  EXPECT_EQ(log.count("ignored a datagram"), 1) << log.all();
 }
 
 TEST(OndemandClient, AbsentDaemonWarnsOnceAndSigusr2Captures) {

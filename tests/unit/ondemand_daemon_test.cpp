@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -249,12 +250,46 @@ TEST_F(OndemandRegistry, OnlyTheSameUsersClientsMatchAndTheReasonsSaySo) {
   EXPECT_NE(r.reasons[0].find("pid 12345 is not a registered process"), std::string::npos)
       << r.reasons[0];
 
-  // A client whose credentials were not received never matches.
+  // A message whose credentials were not received is refused: the client never exists.
   std::string error;
-  ASSERT_TRUE(registry.on_message(
+  EXPECT_FALSE(registry.on_message(
       "anon", {"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{92})},
       std::nullopt, now, &error));
+  EXPECT_NE(error.find("without credentials"), std::string::npos) << error;
   EXPECT_TRUE(trace({92}).matched.empty());
+}
+
+TEST_F(OndemandRegistry, AnAddressTakenOverByAnotherUserIsANewClient) {
+  // Root's process polled from "c" and was triggered; then its socket closed and another user
+  // bound the same address. That user's polls neither inherit the request nor keep root's
+  // pids, and root's request cannot be delivered to them.
+  poll("c", {70}, 0, 0);
+  ASSERT_EQ(trace({70}, 0, kDefaultProcessLimit, 0).triggered, std::vector<std::int32_t>{70});
+  EXPECT_EQ(poll_config("c", {71}, 0, 2000), "") << "the new socket gets nothing";
+  EXPECT_TRUE(trace({70}, 0, kDefaultProcessLimit, 0).matched.empty());
+  EXPECT_EQ(trace({71}, 0, kDefaultProcessLimit, 2000).triggered, std::vector<std::int32_t>{71});
+}
+
+TEST(OndemandRegistryLimits, OneUserCannotLockOthersOut) {
+  ClientRegistry registry(60s, 10, 3);
+  Clock::time_point now = Clock::now();
+  const auto req = [](std::int32_t pid) {
+    return Message{"req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{pid})};
+  };
+  std::string error;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(
+        registry.on_message("flood" + std::to_string(i), req(100 + i), uid_t{666}, now, &error));
+  }
+  EXPECT_FALSE(registry.on_message("flood3", req(103), uid_t{666}, now, &error));
+  EXPECT_NE(error.find("uid 666 has 3 clients registered, the most one user may have"),
+            std::string::npos)
+      << error;
+  // Others still get in.
+  EXPECT_TRUE(registry.on_message("mine", req(200), uid_t{1000}, now, &error)) << error;
+  // The quota frees up as clients go silent.
+  now += 61s;
+  EXPECT_TRUE(registry.on_message("flood3", req(103), uid_t{666}, now, &error)) << error;
 }
 
 TEST_F(OndemandRegistry, SilentClientsAreForgotten) {
@@ -395,6 +430,15 @@ std::string request_for(std::vector<std::int32_t> pids, std::int64_t job = 0,
   return trace_request_json(r);
 }
 
+bool wait_for_size(Daemon& daemon, std::size_t n) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (daemon.registry().size(ClientRegistry::Clock::now()) < n) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
 class OndemandDaemon : public ::testing::Test {
  protected:
   OndemandDaemon() {
@@ -418,6 +462,56 @@ class OndemandDaemon : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
   std::string name_;
 };
+
+// Another user binds an address that differs from a root client's only by a trailing NUL (the
+// old daemon stripped NULs and took both for one client) and polls with its own pids. The
+// daemon keys clients by exact address and credentials: the root client keeps its pids and uid.
+TEST_F(OndemandDaemon, AnotherUserCannotPoseAsAClientsEndpoint) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to send as a throwaway user";
+  FakeClient root(name_, {4100});
+  EXPECT_EQ(root.poll(), "");
+  const std::string similar =
+      std::string("\0", 1) + root.endpoint().name() + std::string("\0\0", 2);
+  const std::string poll =
+      encode("req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{4200}));
+  const std::string daemon_name = name_;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setresgid(54321, 54321, 54321) != 0 || ::setresuid(54321, 54321, 54321) != 0) {
+      ::_exit(10);
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, similar.data(), similar.size());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a),
+               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + similar.size())) != 0) {
+      ::_exit(11);
+    }
+    sockaddr_un to{};
+    to.sun_family = AF_UNIX;
+    std::memcpy(to.sun_path + 1, daemon_name.data(), daemon_name.size());
+    const auto len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + daemon_name.size() + 2);
+    ::_exit(::sendto(fd, poll.data(), poll.size(), 0, reinterpret_cast<sockaddr*>(&to), len) ==
+                    static_cast<ssize_t>(poll.size())
+                ? 0
+                : 12);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto now = ClientRegistry::Clock::now();
+  ASSERT_TRUE(wait_for_size(*daemon_, 2)) << "the impostor is a client of its own";
+  TraceRequest r;
+  r.config = "ACTIVITIES_DURATION_MSECS=10";
+  r.pids = {4100};
+  EXPECT_EQ(daemon_->registry().request_trace(r, 0, now).triggered, std::vector<std::int32_t>{4100})
+      << "root's client kept its pids and its uid";
+  r.pids = {4200};
+  EXPECT_TRUE(daemon_->registry().request_trace(r, 0, now).triggered.empty())
+      << "the impostor's process belongs to uid 54321, not root";
+}
 
 TEST_F(OndemandDaemon, TracesARegisteredProcessByPidAndDeliversOnce) {
   const std::int32_t me = ::getpid();
