@@ -15,6 +15,8 @@
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 #include "export/json_reader.h"
 #include "export/json_writer.h"
@@ -522,10 +524,19 @@ bool read_exactly(int fd, char* out, std::size_t n,
   return true;
 }
 
-bool write_all(int fd, std::string_view data) {
+// Writes all of `data` or fails (peer gone, error, or `deadline` passed): a peer that does not
+// read its answer cannot hold the writer past the deadline.
+bool write_all(int fd, std::string_view data, std::chrono::steady_clock::time_point deadline) {
   while (!data.empty()) {
-    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return false;
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -621,6 +632,9 @@ void Daemon::stop() {
   stopping_.store(true);
   if (ipc_thread_.joinable()) ipc_thread_.join();
   if (tcp_thread_.joinable()) tcp_thread_.join();
+  // Connections still being served end by their deadlines.
+  std::unique_lock lock(connections_mu_);
+  connections_done_.wait(lock, [this] { return connections_ == 0; });
 }
 
 void Daemon::log(std::string_view line) {
@@ -686,15 +700,48 @@ void Daemon::serve_tcp() {
       if ((p.revents & POLLIN) == 0) continue;
       const int fd = ::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
-      serve_connection(fd);
-      ::close(fd);
+      // Each connection on a thread of its own, up to kMaxConnections at once and
+      // kMaxConnectionsPerUser for one user, so that a silent or non-reading peer holds only its
+      // own connection, only until its deadlines, and one user cannot take every slot.
+      const std::optional<uid_t> owner = requester_uid(fd);
+      const uid_t user = owner.value_or(static_cast<uid_t>(-1));
+      {
+        std::lock_guard lock(connections_mu_);
+        const char* why = connections_ >= kMaxConnections                         ? "in all"
+                          : connections_per_user_[user] >= kMaxConnectionsPerUser ? "for this user"
+                                                                                  : nullptr;
+        if (why != nullptr) {
+          log_malformed("a TCP connection refused: the most served at once " + std::string(why) +
+                        " are being served already");
+          ::close(fd);
+          continue;
+        }
+        ++connections_;
+        ++connections_per_user_[user];
+      }
+      const auto done = [this, user] {
+        std::lock_guard lock(connections_mu_);
+        if (--connections_per_user_[user] == 0) connections_per_user_.erase(user);
+        if (--connections_ == 0) connections_done_.notify_all();
+      };
+      try {
+        std::thread([this, fd, owner, done] {
+          serve_connection(fd, owner);
+          ::close(fd);
+          done();
+        }).detach();
+      } catch (const std::system_error& e) {  // no thread to be had: serve nothing, stay up
+        ::close(fd);
+        done();
+        log_malformed(std::string("a TCP connection dropped: ") + e.what());
+      }
     }
   }
 }
 
-// One request per connection, read under a deadline so a silent or slow peer cannot hold the
-// daemon for longer than `read_timeout`.
-void Daemon::serve_connection(int fd) {
+// One request per connection, read under a deadline and answered under another, so a silent,
+// slow or non-reading peer holds its connection's thread for at most `read_timeout` each way.
+void Daemon::serve_connection(int fd, std::optional<uid_t> requester) {
   const auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
   std::int32_t size = 0;
   if (!read_exactly(fd, reinterpret_cast<char*>(&size), sizeof size, deadline)) {
@@ -703,8 +750,10 @@ void Daemon::serve_connection(int fd) {
   }
   if (size <= 0 || size > kMaxTcpMessage) {
     log_malformed("a TCP request of " + std::to_string(size) + " bytes");
-    write_all(fd, framed(error_json("a request must be 1 to " + std::to_string(kMaxTcpMessage) +
-                                    " bytes, the length prefix says " + std::to_string(size))));
+    write_all(fd,
+              framed(error_json("a request must be 1 to " + std::to_string(kMaxTcpMessage) +
+                                " bytes, the length prefix says " + std::to_string(size))),
+              std::chrono::steady_clock::now() + options_.read_timeout);
     return;
   }
   std::string json(static_cast<std::size_t>(size), '\0');
@@ -712,7 +761,15 @@ void Daemon::serve_connection(int fd) {
     log_malformed("a TCP request cut short (" + std::to_string(size) + " bytes announced)");
     return;
   }
-  write_all(fd, framed(handle_request(json, requester_uid(fd))));
+  std::string answer = handle_request(json, requester);
+  if (answer.size() > static_cast<std::size_t>(kMaxTcpMessage)) {
+    answer = error_json("the answer would be " + std::to_string(answer.size()) +
+                        " bytes, more than the " + std::to_string(kMaxTcpMessage) + " allowed");
+  }
+  if (!write_all(fd, framed(answer), std::chrono::steady_clock::now() + options_.read_timeout)) {
+    log_malformed("a TCP peer did not take its answer within " +
+                  std::to_string(options_.read_timeout.count()) + " ms");
+  }
 }
 
 std::string Daemon::handle_request(std::string_view json, std::optional<uid_t> requester) {
@@ -788,7 +845,7 @@ std::string tcp_request(int port, std::string_view json, std::chrono::millisecon
     throw Error("cannot reach the daemon at 127.0.0.1:" + std::to_string(port) + ": " +
                 std::strerror(errno) + " (is `opscope daemon` or dynolog running?)");
   }
-  if (!write_all(fd, framed(json))) {
+  if (!write_all(fd, framed(json), std::chrono::steady_clock::now() + timeout)) {
     throw Error("cannot send the request to the daemon: " + std::string(std::strerror(errno)));
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;

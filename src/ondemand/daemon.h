@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,10 @@ inline constexpr std::size_t kMaxClients = 4096;
 // The most clients one user (uid) may have at once, so that one user cannot fill the table and
 // lock every other user's processes out.
 inline constexpr std::size_t kMaxClientsPerUser = 1024;
+// The most TCP connections served at once (each on a thread, each bounded by its deadlines);
+// past it a new connection is closed at once.
+inline constexpr int kMaxConnections = 128;
+inline constexpr int kMaxConnectionsPerUser = 32;
 // How many triggered processes getTraceStatus remembers.
 inline constexpr std::size_t kMaxTriggered = 4096;
 
@@ -187,7 +192,8 @@ struct DaemonOptions {
   std::string socket_dir;         // "" = KINETO_IPC_SOCKET_DIR or the abstract namespace
   int port = kDefaultDaemonPort;  // 0 = ephemeral
   std::chrono::milliseconds client_timeout = std::chrono::seconds(60);
-  std::chrono::milliseconds read_timeout = std::chrono::seconds(2);  // per TCP request
+  // Per TCP connection: to read its request, and again to write its answer.
+  std::chrono::milliseconds read_timeout = std::chrono::seconds(2);
   // Where log lines go (one line, no newline); stderr when empty.
   std::function<void(std::string_view)> log;
 };
@@ -215,7 +221,7 @@ class Daemon {
  private:
   void serve_ipc();
   void serve_tcp();
-  void serve_connection(int fd);
+  void serve_connection(int fd, std::optional<uid_t> requester);
   void log_malformed(const std::string& what);
   void log(std::string_view line);
 
@@ -225,6 +231,10 @@ class Daemon {
   std::vector<int> listen_fds_;  // 127.0.0.1, then ::1 when available
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::mutex connections_mu_;
+  std::condition_variable connections_done_;
+  int connections_ = 0;  // TCP connections being served
+  std::map<uid_t, int> connections_per_user_;
   std::mutex log_mu_;
   std::chrono::steady_clock::time_point log_window_{};
   int logged_in_window_ = 0;

@@ -513,6 +513,49 @@ TEST_F(OndemandDaemon, AnotherUserCannotPoseAsAClientsEndpoint) {
       << "the impostor's process belongs to uid 54321, not root";
 }
 
+// A TCP connection to 127.0.0.1:port, connected, nothing sent.
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// Idle peers and peers that never read their answer each hold one connection, not the daemon:
+// a valid request is answered while 20 of each are connected. (Served one at a time, the
+// idle ones alone held it for 20 x the read deadline.)
+TEST(OndemandDaemonTcp, NoPeerStallsTheOthers) {
+  DaemonOptions o;
+  o.ipc_name = unique_name("stall");
+  o.port = 0;
+  o.read_timeout = 2s;
+  o.log = [](std::string_view) {};
+  Daemon daemon(o);
+  std::vector<int> peers;
+  for (int i = 0; i < 20; ++i) peers.push_back(connect_to(daemon.port()));  // idle
+  // Non-reading: a large, well-formed request, whose answer is never read.
+  const std::string big = R"({"fn":"getStatus","pad":")" + std::string(900'000, 'x') + R"("})";
+  std::string framed(4, '\0');
+  const auto size = static_cast<std::int32_t>(big.size());
+  std::memcpy(framed.data(), &size, 4);
+  framed += big;
+  for (int i = 0; i < 20; ++i) {
+    const int fd = connect_to(daemon.port());
+    std::thread([fd, framed] { ::send(fd, framed.data(), framed.size(), MSG_NOSIGNAL); }).join();
+    peers.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string answer = tcp_request(daemon.port(), R"({"fn":"getStatus"})", 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(answer, R"({"status":1})");
+  // Well under one read deadline; the old daemon took 20 of them (40 s).
+  EXPECT_LT(took, 1500ms);
+  for (const int fd : peers) ::close(fd);
+}
+
 TEST_F(OndemandDaemon, TracesARegisteredProcessByPidAndDeliversOnce) {
   const std::int32_t me = ::getpid();
   FakeClient c(name_, {me, 4242});
