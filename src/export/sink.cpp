@@ -32,9 +32,9 @@ std::string gzip_reason(int err) {
 // Unique enough for a temporary name: O_EXCL catches the rare collision and we retry.
 std::string random_suffix() {
   static std::atomic<std::uint64_t> counter{0};
-  std::uint64_t x = static_cast<std::uint64_t>(
-                        std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                    (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
+  std::uint64_t x =
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
   // splitmix64 finaliser: spreads the bits so names differ in their first characters.
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -68,24 +68,57 @@ void MemorySink::reserve(std::size_t n) {
   constexpr std::uintptr_t kHuge = 2 << 20;
   if (data_.capacity() < 4 * kHuge) return;
   const auto begin = (reinterpret_cast<std::uintptr_t>(data_.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(data_.data()) + data_.capacity()) & ~(kHuge - 1);
+  const auto end =
+      (reinterpret_cast<std::uintptr_t>(data_.data()) + data_.capacity()) & ~(kHuge - 1);
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 TempFile::TempFile(std::string path, const FileSinkOptions& options)
-    : path_(std::move(path)), what_(options.what), fsync_(options.fsync) {
+    : path_(std::move(path)),
+      what_(options.what),
+      fsync_(options.fsync),
+      dir_fd_(options.dir_fd >= 0 ? options.dir_fd : AT_FDCWD) {
   if (path_.empty()) fail("the path is empty");
+  if (dir_fd_ != AT_FDCWD && path_.find('/') != std::string::npos) {
+    fail("a name inside an open directory may not contain '/'");
+  }
   struct stat st;
-  if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("it is a directory");
+  // In a given directory nothing is followed; elsewhere a link to a device counts as one.
+  const int stat_flags = dir_fd_ != AT_FDCWD ? AT_SYMLINK_NOFOLLOW : 0;
+  if (::fstatat(dir_fd_, path_.c_str(), &st, stat_flags) == 0) {
+    if (S_ISDIR(st.st_mode)) fail("it is a directory");
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      // Written in place. O_NONBLOCK keeps a FIFO nobody reads from hanging the open; it is
+      // cleared once open, so that writes wait for the reader as a program expects.
+      fd_ = ::openat(dir_fd_, path_.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+      if (fd_ < 0) {
+        const int err = errno;
+        fail(err == ENXIO ? "it is a FIFO that nobody reads" : std::strerror(err));
+      }
+      ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+      in_place_ = true;
+      return;
+    }
+    // A link in an open directory is replaced, never followed, like a regular file.
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      fail(std::string("it is ") +
+           (S_ISSOCK(st.st_mode)  ? "a socket"
+            : S_ISBLK(st.st_mode) ? "a block device"
+                                  : "not a regular file") +
+           "; files are written to regular files, character devices and FIFOs");
+    }
+  }
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + random_suffix();
-    // 0666 before the umask, like any file the user creates (mkstemp's 0600 would hide a
-    // trace from the colleague it was made for).
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    // 0666 before the umask by default, like any file the user creates (mkstemp's 0600 would
+    // hide a trace from the colleague it was made for); O_NOFOLLOW: a link planted under the
+    // temporary name is not followed.
+    fd_ = ::openat(dir_fd_, temp_path_.c_str(),
+                   O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, options.mode);
     if (fd_ < 0 && (errno != EEXIST || attempt == 10)) {
       const int err = errno;
       temp_path_.clear();  // nothing to remove
-      fail(open_reason(path_, err));
+      fail(dir_fd_ != AT_FDCWD ? std::strerror(err) : open_reason(path_, err));
     }
   }
 }
@@ -100,7 +133,7 @@ void TempFile::discard() noexcept {
     fd_ = -1;
   }
   if (!temp_path_.empty()) {
-    ::unlink(temp_path_.c_str());
+    ::unlinkat(dir_fd_, temp_path_.c_str(), 0);
     temp_path_.clear();
   }
 }
@@ -129,14 +162,22 @@ int TempFile::write_all(const char* data, std::size_t size) noexcept {
 
 void TempFile::commit() {
   if (committed_) return;
-  if (fsync_ && ::fsync(fd_) != 0) fail(std::strerror(errno));
+  if (fsync_ && !in_place_ && ::fsync(fd_) != 0) fail(std::strerror(errno));
   // close() can report a deferred write error (NFS, quotas): check it.
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) fail(std::strerror(errno));
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
+  if (in_place_) {
+    committed_ = true;
+    return;
+  }
+  if (::renameat(dir_fd_, temp_path_.c_str(), dir_fd_, path_.c_str()) != 0) {
+    fail(std::strerror(errno));
+  }
   committed_ = true;
-  if (fsync_) {
+  if (fsync_ && dir_fd_ != AT_FDCWD) {
+    ::fsync(dir_fd_);
+  } else if (fsync_) {
     // The rename itself is durable only once the directory is synced.
     const int dir = ::open(parent_dir(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
@@ -281,8 +322,7 @@ GzipFileSink::GzipFileSink(std::string path, const FileSinkOptions& options)
         return deflate_all(Z_NO_FLUSH);
       }) {
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
-  if (deflateInit2(&zs_, options.gzip_level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-      Z_OK) {
+  if (deflateInit2(&zs_, options.gzip_level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     file_.fail("zlib could not start (level " + std::to_string(options.gzip_level) + ")");
   }
 }

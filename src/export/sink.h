@@ -15,6 +15,8 @@
 // failure may surface from a later write() than the one that caused it, or from commit().
 #pragma once
 
+#include <fcntl.h>
+#include <sys/types.h>
 #include <zlib.h>
 
 #include <array>
@@ -70,10 +72,20 @@ struct FileSinkOptions {
   // zlib level for GzipFileSink. 1 (fastest) compresses trace JSON about 10x already;
   // higher levels cost several times the export time for a few percent.
   int gzip_level = 1;
+  // The permissions of a new file, before the umask: 0666 like any file a user creates, or
+  // 0600 for a file only its owner may read (on-demand traces).
+  mode_t mode = 0666;
+  // When not -1: `path` is a name in this open directory, and the file is created there with
+  // openat and renamed with renameat, following no symbolic link, whatever becomes of the
+  // directory's path meanwhile. The descriptor stays the caller's.
+  int dir_fd = -1;
 };
 
 // A file written under a temporary name in the destination's directory and renamed over the
-// destination at commit. Shared by the file sinks.
+// destination at commit. Shared by the file sinks. A destination that is a character device or
+// a FIFO (/dev/stdout, /dev/null, a named pipe), or a link to one, is written in place
+// instead: replacing it would turn the device into a regular file. Any other kind of file
+// (a socket, a block device, a directory) is refused.
 class TempFile {
  public:
   TempFile(std::string path, const FileSinkOptions& options);
@@ -99,6 +111,8 @@ class TempFile {
   std::string temp_path_;
   std::string what_;
   bool fsync_;
+  int dir_fd_ = AT_FDCWD;  // where path_ and temp_path_ are resolved
+  bool in_place_ = false;  // a device or FIFO, written directly
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -194,7 +208,6 @@ class GzipFileSink final : public Sink {
 };
 
 // A FileSink, or a GzipFileSink when `path` ends in ".gz".
-std::unique_ptr<Sink> open_file_sink(const std::string& path,
-                                     const FileSinkOptions& options = {});
+std::unique_ptr<Sink> open_file_sink(const std::string& path, const FileSinkOptions& options = {});
 
 }  // namespace opscope::internal

@@ -18,12 +18,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 
+#include "export/chrome_trace.h"
 #include "export/memory_timeline.h"
 #include "export/sink.h"
 #include "ondemand/config.h"
@@ -100,6 +102,9 @@ class Client {
     std::int64_t steps_seen = 0;         // kIterations: step_count() at the last check
     Steady::time_point steps_moved_at;   // kIterations: when step_count() last moved
     std::unique_ptr<Profiler> profiler;  // set while recording
+    // The output's directory, opened when the request was accepted: the file is created in it
+    // (not at its path) so that no later change of the path can redirect it.
+    UniqueFd dir;
   };
 
   void run();
@@ -138,6 +143,7 @@ class Client {
   std::optional<Capture> capture_;
   std::unique_ptr<Profiler> to_export_;
   std::string to_export_path_;
+  UniqueFd to_export_dir_;
   std::string to_export_trace_id_;
   bool to_export_memory_ = false;  // PROFILE_MEMORY: write the memory timeline too
   bool status_registered_ = false;
@@ -367,8 +373,17 @@ void Client::arm(CaptureRequest request) {
     report(request.trace_id, "refused", why);
     return;
   }
-  report(request.trace_id, "accepted", request.output_path);
   Capture c;
+  // The directory is opened now, once: a path whose directory is swapped for a link later
+  // still writes here, and one that goes through a link now (or a loop) is refused.
+  std::string why;
+  c.dir = open_output_directory(request.output_path, trace_dir_, &why);
+  if (!c.dir) {
+    log("config refused: ACTIVITIES_LOG_FILE=\"" + request.log_file + "\": " + why);
+    report(request.trace_id, "refused", why);
+    return;
+  }
+  report(request.trace_id, "accepted", request.output_path);
   if (request.kind == CaptureKind::kDuration) {
     c.start_at = request.start_time_ms > 0
                      ? Wall::time_point(std::chrono::milliseconds(request.start_time_ms))
@@ -410,6 +425,7 @@ void Client::finish_recording() {
     c.profiler->stop();
     to_export_ = std::move(c.profiler);
     to_export_path_ = c.request.output_path;
+    to_export_dir_ = std::move(c.dir);
     to_export_memory_ = c.request.memory_profile;
     to_export_trace_id_ = c.request.trace_id;
   } catch (const std::exception& e) {
@@ -485,18 +501,27 @@ void Client::report(const std::string& trace_id, std::string_view state,
 void Client::export_finished() {
   std::unique_ptr<Profiler> profiler;
   std::string path;
+  UniqueFd dir;
   std::string trace_id;
   bool memory_profile = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     profiler = std::move(to_export_);
     path = std::move(to_export_path_);
+    dir = std::move(to_export_dir_);
     memory_profile = to_export_memory_;
     trace_id = std::move(to_export_trace_id_);
   }
   if (!profiler) return;
+  // Created in the directory opened at acceptance, 0600: the trace is its owner's alone.
+  const std::string name = std::filesystem::path(path).filename().string();
+  const internal::FileSinkOptions file{.what = "Chrome trace", .mode = 0600, .dir_fd = dir.get()};
   try {
-    profiler->export_chrome_trace(path);
+    std::unique_ptr<internal::Sink> sink =
+        path.ends_with(".gz")
+            ? std::unique_ptr<internal::Sink>(new internal::GzipFileSink(name, file))
+            : std::make_unique<internal::FileSink>(name, file);
+    internal::write_chrome_trace(profiler->result(), path, *sink);
   } catch (const std::exception& e) {
     log("could not write the trace " + path + ": " + e.what());
     report(trace_id, "failed", "could not write the trace " + path + ": " + e.what());
@@ -514,7 +539,8 @@ void Client::export_finished() {
     // for before it draws one are not needed here: the timeline reads allocation reports only.
     const std::string page = memory_timeline_path(path);
     try {
-      internal::FileSink sink(page);
+      internal::FileSink sink(std::filesystem::path(page).filename().string(),
+                              {.what = "memory timeline", .mode = 0600, .dir_fd = dir.get()});
       internal::write_memory_timeline(profiler->result(), internal::parse_timeline_device("cpu"),
                                       internal::MemoryTimelineFormat::kHtml, sink);
       log("memory timeline written to " + page);

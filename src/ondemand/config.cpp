@@ -1,6 +1,7 @@
 // Parsing of the daemon's config text (see config.h).
 #include "ondemand/config.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -268,8 +269,13 @@ bool check_output_path(std::string_view path, std::string_view allowed_dir, std:
   // Symbolic links in existing directories must not lead out of it either.
   std::error_code ec;
   const fs::path real_dir = fs::weakly_canonical(dir, ec);
+  if (ec)
+    return fail("the allowed directory " + dir.string() + " cannot be resolved: " + ec.message());
   const fs::path real_parent = fs::weakly_canonical(p.parent_path(), ec);
-  if (!ec && !(real_parent == real_dir || under(real_parent / "x", real_dir))) return fail(outside);
+  if (ec) {
+    return fail("the trace path \"" + std::string(path) + "\" cannot be resolved: " + ec.message());
+  }
+  if (!(real_parent == real_dir || under(real_parent / "x", real_dir))) return fail(outside);
   return true;
 }
 
@@ -291,6 +297,61 @@ bool check_output_directory(std::string_view path, std::string* error) {
   }
   if (error) *error = std::move(why);
   return false;
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+UniqueFd open_output_directory(std::string_view path, std::string_view allowed_dir,
+                               std::string* error) {
+  namespace fs = std::filesystem;
+  const auto fail = [&](std::string why) {
+    if (error) *error = std::move(why);
+    return UniqueFd();
+  };
+  const fs::path root = fs::path(std::string(allowed_dir)).lexically_normal();
+  const fs::path dir = fs::path(std::string(path)).parent_path().lexically_normal();
+  const fs::path rel = dir.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == "..") {
+    return fail("the trace path \"" + std::string(path) + "\" is outside the allowed directory " +
+                root.string());
+  }
+  // The allowed directory itself is the administrator's choice and may be a link (/tmp often
+  // is on some systems); below it, nothing is followed.
+  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd)
+    return fail("cannot open the allowed directory " + root.string() + ": " + std::strerror(errno));
+  fs::path walked = root;
+  for (const fs::path& part : rel) {
+    if (part == ".") continue;
+    walked /= part;
+    UniqueFd next(
+        ::openat(fd.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) {
+      const int err = errno;
+      return fail(err == ELOOP || err == ENOTDIR
+                      ? walked.string() +
+                            " is a symbolic link or not a directory; the trace "
+                            "path may not go through links below " +
+                            root.string()
+                      : "cannot open " + walked.string() + ": " + std::strerror(err));
+    }
+    fd = std::move(next);
+  }
+  if (::faccessat(fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    return fail("the directory " + dir.string() + " is not writable by this process (" +
+                std::strerror(errno) + ")");
+  }
+  return fd;
 }
 
 std::string allowed_trace_dir() {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "opscope/lenses.h"
@@ -100,6 +101,29 @@ bool check_output_path(std::string_view path, std::string_view allowed_dir, std:
 // otherwise false with the reason in `error`. Checked when a request arrives, so that a
 // missing or unwritable directory refuses the request before anything is recorded.
 bool check_output_directory(std::string_view path, std::string* error);
+
+// A file descriptor that closes itself.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  ~UniqueFd();
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// The directory `path` goes in, opened (O_DIRECTORY) by walking from `allowed_dir` one
+// component at a time without following symbolic links, so that the file created in it later
+// (openat, renameat) lands inside `allowed_dir` whatever becomes of the path meanwhile. An
+// invalid descriptor when `path` is not below `allowed_dir`, a component is a link, a loop, or
+// missing, or the directory is not writable; `error` says which.
+UniqueFd open_output_directory(std::string_view path, std::string_view allowed_dir,
+                               std::string* error);
 
 // OPSCOPE_ONDEMAND_TRACE_DIR when set and not empty, else kDefaultTraceDir.
 std::string allowed_trace_dir();

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,6 +206,49 @@ TEST_F(OndemandRunningClient, DurationCaptureWritesOnlyTheWindow) {
   EXPECT_NE(testing::read_file(path).find("4242"), std::string::npos);
 }
 
+// The output directory is opened when the request is accepted and the file created in it:
+// swapping the directory for a link to somewhere else during the capture changes nothing, and
+// the trace is its owner's alone (0600).
+TEST_F(OndemandRunningClient, TheTraceLandsWhereTheRequestWasAcceptedAndIsPrivate) {
+  namespace fs = std::filesystem;
+  testing::TempDir outside;  // not under the allowed directory
+  fs::create_directory(dir.file("sub"));
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=400\nACTIVITIES_LOG_FILE=" + dir.file("sub/t.json"));
+  ASSERT_TRUE(wait_for([] { return client_status().capture_recording; })) << log.all();
+  fs::rename(dir.file("sub"), dir.file("accepted"));
+  fs::create_directory_symlink(outside.path(), dir.file("sub"));
+  ASSERT_TRUE(wait_for([] { return client_status().traces == 1; })) << log.all();
+  const std::string name = "t_" + std::to_string(::getpid()) + ".json";
+  EXPECT_TRUE(fs::exists(dir.file("accepted/" + name))) << log.all();
+  EXPECT_TRUE(fs::is_empty(outside.path())) << "the swapped-in link redirected the trace";
+  struct stat st;
+  ASSERT_EQ(::stat(dir.file("accepted/" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(OndemandRunningClient, LinksAndLoopsInThePathAreRefused) {
+  namespace fs = std::filesystem;
+  testing::TempDir outside;
+  fs::create_directory_symlink(outside.path(), dir.file("link"));
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=10\nACTIVITIES_LOG_FILE=" + dir.file("link/t.json"));
+  ASSERT_TRUE(wait_for([&] { return log.count("config refused") == 1; })) << log.all();
+  fs::create_directory_symlink(dir.file("loop-b"), dir.file("loop-a"));
+  fs::create_directory_symlink(dir.file("loop-a"), dir.file("loop-b"));
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=10\nACTIVITIES_LOG_FILE=" + dir.file("loop-a/t.json"));
+  ASSERT_TRUE(wait_for([&] { return log.count("config refused") == 2; })) << log.all();
+  EXPECT_NE(log.all().find("cannot be resolved"), std::string::npos) << log.all();
+  EXPECT_EQ(client_status().traces, 0u);
+  EXPECT_TRUE(fs::is_empty(outside.path()));
+  // And a link made into the allowed directory itself, pointing inside it, is not followed
+  // either: the path must be the directory's own.
+  fs::create_directory(dir.file("real"));
+  fs::create_directory_symlink(dir.file("real"), dir.file("alias"));
+  std::string why;
+  EXPECT_FALSE(open_output_directory(dir.file("alias/t.json"), dir.path().string(), &why));
+  EXPECT_NE(why.find("symbolic link"), std::string::npos) << why;
+  EXPECT_TRUE(open_output_directory(dir.file("real/t.json"), dir.path().string(), &why)) << why;
+}
+
 TEST_F(OndemandRunningClient, SynchronizedStartWaitsForTheWallClock) {
   const auto start = std::chrono::system_clock::now() + 800ms;
   const auto start_ms =
@@ -215,7 +259,9 @@ TEST_F(OndemandRunningClient, SynchronizedStartWaitsForTheWallClock) {
   // A second request while one is pending is dropped, with a reason.
   deliver(daemon, "ACTIVITIES_DURATION_MSECS=50\nACTIVITIES_LOG_FILE=" + dir.file("second.json"));
   ASSERT_TRUE(wait_for([] { return client_status().capture_recording; })) << log.all();
-  EXPECT_GE(std::chrono::system_clock::now(), start);
+  // PROFILE_START_TIME is in whole milliseconds: the start asked for is `start` cut to them.
+  EXPECT_GE(std::chrono::system_clock::now(),
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(start_ms)));
   ASSERT_TRUE(wait_for([] { return client_status().traces == 1; })) << log.all();
   EXPECT_TRUE(wait_for([&] { return log.count("dropped a request") == 1; })) << log.all();
   EXPECT_FALSE(std::filesystem::exists(dir.file("second_" + std::to_string(::getpid()) + ".json")));

@@ -1,9 +1,12 @@
 #include "export/sink.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -97,7 +100,8 @@ class SmallFileSystem {
 // Several MiB of text with some variety, so compression has work to do.
 std::string big_text() {
   std::string s;
-  for (int i = 0; s.size() < (5u << 20); ++i) s += "{\"event\":" + std::to_string(i * 7919) + "},\n";
+  for (int i = 0; s.size() < (5u << 20); ++i)
+    s += "{\"event\":" + std::to_string(i * 7919) + "},\n";
   return s;
 }
 
@@ -170,6 +174,92 @@ TEST(Sink, UnwritableDestinationsAreNamed) {
             "cannot write file to '" + file + "/x.json': Not a directory");
   EXPECT_EQ(error_of([&] { open_file_sink(dir.path().string()); }),
             "cannot write file to '" + dir.path().string() + "': it is a directory");
+}
+
+// A device or a FIFO is written in place, never replaced by a regular file; /dev/full's
+// failure is reported; other kinds of file are refused.
+TEST(Sink, DevicesAndFifosAreWrittenInPlace) {
+  const std::string full = error_of([] {
+    auto sink = open_file_sink("/dev/full");
+    sink->write(std::string(1 << 20, 'x'));
+    sink->commit();
+  });
+  EXPECT_EQ(full, "cannot write file to '/dev/full': No space left on device");
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full is still a device";
+  {
+    auto sink = open_file_sink("/dev/null");
+    sink->write("nothing");
+    sink->commit();
+  }
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { open_file_sink(fifo); }),
+            "cannot write file to '" + fifo + "': it is a FIFO that nobody reads");
+  std::string got;
+  std::thread reader([&] { got = read_file(fifo); });
+  for (int i = 0; i < 200 && got.empty(); ++i) {
+    try {
+      auto sink = open_file_sink(fifo);
+      sink->write("through the pipe");
+      sink->commit();
+      break;
+    } catch (const Error&) {  // the reader has not opened its end yet
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO is still a FIFO";
+  // A link to a device counts as the device.
+  const std::string link = dir.file("to-null");
+  std::filesystem::create_symlink("/dev/null", link);
+  open_file_sink(link)->commit();
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+
+  // A socket is refused, by name.
+  const std::string socket_path = dir.file("sock");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, socket_path.c_str(), sizeof a.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_NE(error_of([&] { open_file_sink(socket_path); }).find("it is a socket"),
+            std::string::npos);
+  ::close(fd);
+}
+
+// In an open directory (FileSinkOptions::dir_fd) the file is created and renamed there, with
+// the mode asked for, whatever the directory's path turns into meanwhile.
+TEST(Sink, AFileInAnOpenDirectoryStaysThere) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("real"));
+  std::filesystem::create_directory(dir.file("elsewhere"));
+  const int dfd = ::open(dir.file("real").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  FileSinkOptions o;
+  o.dir_fd = dfd;
+  o.mode = 0600;
+  auto sink = std::make_unique<FileSink>("t.json", o);
+  sink->write("{}");
+  // The directory's path now leads elsewhere: the file still lands in the directory opened.
+  std::filesystem::rename(dir.file("real"), dir.file("moved"));
+  std::filesystem::create_directory_symlink(dir.file("elsewhere"), dir.file("real"));
+  sink->commit();
+  ::close(dfd);
+  EXPECT_EQ(read_file(dir.file("moved/t.json")), "{}");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("elsewhere/t.json")));
+  struct stat st;
+  ASSERT_EQ(::stat(dir.file("moved/t.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(error_of([&] { FileSink("a/b.json", o); }).find("may not contain '/'"),
+            std::string::npos);
 }
 
 TEST(Sink, ReadOnlyDirectoryIsNamed) {
