@@ -278,17 +278,8 @@ bool Endpoint::send_to_address(std::string_view address, std::string_view type,
 bool Endpoint::send(std::string_view to, std::string_view type, std::string_view payload,
                     std::string* error) const noexcept {
   try {
-    socklen_t len = 0;
-    const sockaddr_un a = address_of(to, dir_, &len);
-    const std::string datagram = encode(type, payload);
-    const ssize_t n = ::sendto(fd_, datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
-                               reinterpret_cast<const sockaddr*>(&a), len);
-    if (n == static_cast<ssize_t>(datagram.size())) return true;
-    if (error != nullptr) {
-      *error = "cannot send to IPC endpoint '" + std::string(to) +
-               "': " + (n < 0 ? std::strerror(errno) : "short write");
-    }
-  } catch (const std::exception& e) {
+    return send_to_address(address_of_name(to), type, payload, error);
+  } catch (const std::exception& e) {  // a name too long for an address
     if (error != nullptr) *error = e.what();
   }
   return false;
