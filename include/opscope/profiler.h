@@ -41,9 +41,10 @@ class Profiler;
 class ExecutionTraceObserver;  // opscope/execution_trace.h
 
 struct ExperimentalConfig {
-  // Most bytes of event buffer a window may use across all threads. When reached, further
-  // events are dropped and counted (SessionStats::events_dropped, trace metadata). At least
-  // one chunk (64 KiB) per recording thread is always granted.
+  // Most bytes of event buffer a window may use across all threads, however many threads come
+  // and go. When reached, further events are dropped and counted (SessionStats::events_dropped,
+  // trace metadata); a thread that starts recording past it gets no buffer at all and only
+  // counts its drops.
   std::uint64_t buffer_limit_bytes = 1ull << 30;
   // Record every thread (true, the default) or only the starting thread and the threads that
   // carry its ThreadLocalState (see opscope/thread_local_state.h).

@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <condition_variable>
-#include <thread>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <thread>
 
 namespace opscope {
 namespace internal {
@@ -29,8 +29,8 @@ namespace {
 
 using internal::Chunk;
 using internal::Record;
-using internal::ThreadContext;
 using internal::t_ctx;
+using internal::ThreadContext;
 
 // Depth of the collector's slow paths on this thread (see in_slow_path() in collector.h).
 // Trivial and initial-exec: an allocator hook reads it from inside malloc.
@@ -58,7 +58,6 @@ struct ThreadBuffer {
   bool exited = false;
 
   ~ThreadBuffer();
-
 };
 
 // Chunk memory. Large chunks are mapped with their pages populated (one system call instead
@@ -187,7 +186,7 @@ Registry& registry() {
   return *r;
 }
 
-std::atomic<std::uint64_t> g_bytes{0};          // bytes charged in the current epoch
+std::atomic<std::uint64_t> g_bytes{0};           // bytes charged in the current epoch
 std::atomic<std::uint64_t> g_limit{1ull << 30};  // the current epoch's limit
 std::atomic<std::uint32_t> g_last_epoch{0};
 
@@ -240,11 +239,7 @@ void register_thread(ThreadContext& c) {
 }
 
 // Grants `bytes` more buffer against the epoch's byte limit, or refuses.
-bool charge(std::size_t bytes, bool always) {
-  if (always) {
-    g_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    return true;
-  }
+bool charge(std::size_t bytes) {
   std::uint64_t used = g_bytes.load(std::memory_order_relaxed);
   const std::uint64_t limit = g_limit.load(std::memory_order_relaxed);
   do {
@@ -330,8 +325,8 @@ std::uint32_t begin_epoch(const EpochOptions& options) {
                                                   : internal::kStateRecordSomeThreads;
   // Lenses that need work at every range begin send ranges to the slow path; memory reports
   // only need g_lenses.
-  constexpr std::uint32_t kPerRange = internal::kLensShapes | internal::kLensStack |
-                                      internal::kLensFlops | internal::kLensModules;
+  constexpr std::uint32_t kPerRange =
+      internal::kLensShapes | internal::kLensStack | internal::kLensFlops | internal::kLensModules;
   if (options.lenses & kPerRange) flag |= internal::kStateLenses;
   internal::g_lenses.store(options.lenses, std::memory_order_relaxed);
   update_state(internal::kStateCallbacks, (epoch << 8) | flag);
@@ -412,11 +407,31 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
     if (!c.registered) collect::register_thread(c);
     collect::ThreadBuffer& b = *collect::t_hook.buffer;
     std::lock_guard<std::mutex> lock(b.mu);
-    // Keep one chunk for the new epoch, return the rest: a thread that recorded a lot once
-    // does not hold that memory forever.
+    b.epoch = epoch;
+    b.dropped.store(0, std::memory_order_relaxed);
+    c.epoch = epoch;
+    // No buffer until one is granted below: every early way out leaves the thread in the
+    // epoch with nothing to write into, so its ranges are dropped and counted.
+    c.chunk = nullptr;
+    c.cur = c.end = nullptr;
+    // The first chunk is charged like any other: past the byte limit the thread joins the
+    // epoch without a buffer, so that what it records is dropped and counted (append_slow
+    // finds no room and next_chunk is refused), and no memory is held for it. Thousands of
+    // short-lived threads thus stay within the limit.
+    std::size_t first_bytes = b.chunks.empty() ? collect::kFirstChunkBytes : b.chunks.back()->bytes;
+    if (!collect::charge(first_bytes)) {
+      // The chunk kept from an earlier epoch may be a large one: try a small one instead.
+      for (Chunk* chunk : b.chunks) collect::release_chunk(chunk);
+      b.chunks.clear();
+      first_bytes = collect::kFirstChunkBytes;
+      if (!collect::charge(first_bytes)) return true;
+    }
     if (b.chunks.empty()) {
       Chunk* first = collect::new_chunk(collect::kFirstChunkBytes);
-      if (first == nullptr) return false;
+      if (first == nullptr) {
+        collect::g_bytes.fetch_sub(first_bytes, std::memory_order_relaxed);
+        return true;  // out of memory: recorded ranges are dropped and counted
+      }
       b.chunks.push_back(first);
     }
     // Keep the chunk the thread wrote last (the others are full), return the rest: a thread
@@ -425,13 +440,9 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
     b.chunks.erase(b.chunks.begin(), b.chunks.end() - 1);
     Chunk* first = b.chunks[0];
     first->published.store(first->records(), std::memory_order_release);
-    b.epoch = epoch;
-    b.dropped.store(0, std::memory_order_relaxed);
-    collect::charge(first->bytes, /*always=*/true);
     c.chunk = first;
     c.cur = first->records();
     c.end = first->limit;
-    c.epoch = epoch;
     return true;
   } catch (...) {
     return false;  // out of memory: this thread does not record
@@ -448,7 +459,7 @@ bool next_chunk(ThreadContext& c) noexcept {
   collect::ThreadBuffer& b = *collect::t_hook.buffer;
   Chunk* fresh = nullptr;
   for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {
-    if (!collect::charge(bytes, /*always=*/false)) continue;
+    if (!collect::charge(bytes)) continue;
     fresh = collect::new_chunk(bytes);
     if (fresh != nullptr) break;
     collect::g_bytes.fetch_sub(bytes, std::memory_order_relaxed);

@@ -188,7 +188,7 @@ TEST(Profiler, ThreadLimitedSessionRecordsOnlyCarriers) {
 
 TEST(Profiler, BufferLimitDropsAndCounts) {
   ProfilerConfig config;
-  config.experimental.buffer_limit_bytes = 1;  // only the first chunk of each thread
+  config.experimental.buffer_limit_bytes = 64 << 10;  // the first (64 KiB) chunk, no more
   Profiler prof(config);
   prof.start();
   constexpr int kRanges = 100'000;
@@ -202,6 +202,34 @@ TEST(Profiler, BufferLimitDropsAndCounts) {
   EXPECT_GT(s.events_dropped, 0u);
   // ProfilerStep#0 also lands in the buffer (or is dropped), so the books balance within one.
   EXPECT_NEAR(static_cast<double>(kept) + static_cast<double>(s.events_dropped), kRanges + 1, 1.0);
+}
+
+// The limit holds however many threads come and go: a thread that starts recording once the
+// budget is spent gets no buffer at all, and everything it records is dropped and counted.
+TEST(Profiler, BufferLimitHoldsWithShortLivedThreads) {
+  ProfilerConfig config;
+  config.experimental.buffer_limit_bytes = 1 << 20;
+  Profiler prof(config);
+  prof.start();
+  constexpr int kThreads = 3000;
+  constexpr int kRangesEach = 100;
+  for (int t = 0; t < kThreads; ++t) {
+    std::thread([] {
+      for (int i = 0; i < kRangesEach; ++i) {
+        OPSCOPE_RECORD_FUNCTION("short_lived");
+      }
+    }).join();
+  }
+  prof.stop();
+  const SessionStats& s = prof.stats();
+  // At most the limit plus one chunk (the budget's last grant may be a whole large chunk).
+  EXPECT_LE(s.buffer_bytes, (1u << 20) + (2u << 20)) << s.buffer_bytes;
+  const int kept = count_named(prof.result(), "short_lived");
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(s.events_dropped, 0u);
+  // Every range is either in the result or counted (ProfilerStep#0 too, within one).
+  EXPECT_NEAR(static_cast<double>(kept) + static_cast<double>(s.events_dropped),
+              kThreads * kRangesEach + 1, 1.0);
 }
 
 TEST(Profiler, ScopeStartsAndStops) {
