@@ -289,8 +289,7 @@ int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {
     if (daemon_reports && std::chrono::steady_clock::now() >= next_status) {
       next_status = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
       try {
-        const std::string query = R"({"fn":")" + std::string(ondemand::kTraceStatusFn) +
-                                  R"(","request_id":)" + std::to_string(result.request_id) + "}";
+        const std::string query = ondemand::trace_status_request_json(result.request_id);
         for (const ondemand::TraceStatus& s :
              ondemand::parse_trace_status(ondemand::tcp_request(t.port, query))) {
           for (Waiting& w : waiting) {

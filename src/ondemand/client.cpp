@@ -24,6 +24,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "export/chrome_trace.h"
 #include "export/memory_timeline.h"
@@ -141,11 +142,7 @@ class Client {
 
   std::mutex mu_;
   std::optional<Capture> capture_;
-  std::unique_ptr<Profiler> to_export_;
-  std::string to_export_path_;
-  UniqueFd to_export_dir_;
-  std::string to_export_trace_id_;
-  bool to_export_memory_ = false;  // PROFILE_MEMORY: write the memory timeline too
+  std::optional<Capture> to_export_;  // stopped, for the client thread to write
   bool status_registered_ = false;
   std::uint64_t polls_ = 0;
   std::uint64_t configs_ = 0;
@@ -423,11 +420,7 @@ void Client::finish_recording() {
   Capture& c = *capture_;
   try {
     c.profiler->stop();
-    to_export_ = std::move(c.profiler);
-    to_export_path_ = c.request.output_path;
-    to_export_dir_ = std::move(c.dir);
-    to_export_memory_ = c.request.memory_profile;
-    to_export_trace_id_ = c.request.trace_id;
+    to_export_ = std::move(c);
   } catch (const std::exception& e) {
     // The slot is freed either way, so a failed stop cannot wedge later requests or step().
     log("could not stop the capture for " + c.request.output_path + ": " + e.what());
@@ -499,32 +492,24 @@ void Client::report(const std::string& trace_id, std::string_view state,
 }
 
 void Client::export_finished() {
-  std::unique_ptr<Profiler> profiler;
-  std::string path;
-  UniqueFd dir;
-  std::string trace_id;
-  bool memory_profile = false;
+  std::optional<Capture> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    profiler = std::move(to_export_);
-    path = std::move(to_export_path_);
-    dir = std::move(to_export_dir_);
-    memory_profile = to_export_memory_;
-    trace_id = std::move(to_export_trace_id_);
+    done = std::exchange(to_export_, std::nullopt);
   }
-  if (!profiler) return;
+  if (!done) return;
+  const CaptureRequest& r = done->request;
+  const std::string& path = r.output_path;
   // Created in the directory opened at acceptance, 0600: the trace is its owner's alone.
-  const std::string name = std::filesystem::path(path).filename().string();
-  const internal::FileSinkOptions file{.what = "Chrome trace", .mode = 0600, .dir_fd = dir.get()};
+  const internal::FileSinkOptions file{
+      .what = "Chrome trace", .mode = 0600, .dir_fd = done->dir.get()};
   try {
     std::unique_ptr<internal::Sink> sink =
-        path.ends_with(".gz")
-            ? std::unique_ptr<internal::Sink>(new internal::GzipFileSink(name, file))
-            : std::make_unique<internal::FileSink>(name, file);
-    internal::write_chrome_trace(profiler->result(), path, *sink);
+        internal::open_file_sink(std::filesystem::path(path).filename().string(), file);
+    internal::write_chrome_trace(done->profiler->result(), path, *sink);
   } catch (const std::exception& e) {
     log("could not write the trace " + path + ": " + e.what());
-    report(trace_id, "failed", "could not write the trace " + path + ": " + e.what());
+    report(r.trace_id, "failed", "could not write the trace " + path + ": " + e.what());
     return;
   }
   {
@@ -533,15 +518,16 @@ void Client::export_finished() {
     last_trace_ = path;
   }
   log("trace written to " + path);
-  report(trace_id, "written", path);
-  if (memory_profile) {
+  report(r.trace_id, "written", path);
+  if (r.memory_profile) {
     // PROFILE_MEMORY: the window's memory timeline beside the trace. The lenses PyTorch asks
     // for before it draws one are not needed here: the timeline reads allocation reports only.
     const std::string page = memory_timeline_path(path);
     try {
       internal::FileSink sink(std::filesystem::path(page).filename().string(),
-                              {.what = "memory timeline", .mode = 0600, .dir_fd = dir.get()});
-      internal::write_memory_timeline(profiler->result(), internal::parse_timeline_device("cpu"),
+                              {.what = "memory timeline", .mode = 0600, .dir_fd = file.dir_fd});
+      internal::write_memory_timeline(done->profiler->result(),
+                                      internal::parse_timeline_device("cpu"),
                                       internal::MemoryTimelineFormat::kHtml, sink);
       log("memory timeline written to " + page);
     } catch (const std::exception& e) {

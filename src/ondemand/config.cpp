@@ -102,6 +102,16 @@ bool read_count(std::string_view v, std::int64_t& into, bool positive) {
 }
 void write_number(std::string& out, std::int64_t v) { out += std::to_string(v); }
 
+// ACTIVITIES_DURATION_MSECS and ACTIVITIES_ITERATIONS: positive, and kept aside until the
+// request is checked as a whole (exactly one of them).
+template <std::optional<std::int64_t> Seen::*kField>
+bool read_seen_count(std::string_view v, CaptureRequest&, Seen& seen) {
+  std::int64_t n = 0;
+  if (!read_count(v, n, true)) return false;
+  seen.*kField = n;
+  return true;
+}
+
 // The lens keys, in Lens order.
 constexpr std::string_view kLensKeys[] = {
     "PROFILE_REPORT_INPUT_SHAPES", "PROFILE_PROFILE_MEMORY", "PROFILE_WITH_STACK",
@@ -138,23 +148,11 @@ constexpr ConfigKey kConfigKeys[] = {
        if (r.kind == CaptureKind::kDuration && r.start_time_ms > 0)
          write_number(out, r.start_time_ms);
      }},
-    {"ACTIVITIES_DURATION_MSECS", kPositiveMs,
-     [](std::string_view v, CaptureRequest&, Seen& s) {
-       std::int64_t n = 0;
-       if (!read_count(v, n, true)) return false;
-       s.duration_ms = n;
-       return true;
-     },
+    {"ACTIVITIES_DURATION_MSECS", kPositiveMs, read_seen_count<&Seen::duration_ms>,
      [](const CaptureRequest& r, std::string& out) {
        if (r.kind == CaptureKind::kDuration) write_number(out, r.duration_ms);
      }},
-    {"ACTIVITIES_ITERATIONS", "a positive number of steps",
-     [](std::string_view v, CaptureRequest&, Seen& s) {
-       std::int64_t n = 0;
-       if (!read_count(v, n, true)) return false;
-       s.iterations = n;
-       return true;
-     },
+    {"ACTIVITIES_ITERATIONS", "a positive number of steps", read_seen_count<&Seen::iterations>,
      [](const CaptureRequest& r, std::string& out) {
        if (r.kind == CaptureKind::kIterations) write_number(out, r.iterations);
      }},

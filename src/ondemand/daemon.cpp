@@ -49,6 +49,16 @@ void write_ints(JsonWriter& w, std::string_view key, const std::vector<std::int3
   w.end_array();
 }
 
+// A daemon's answer, parsed; its {"error": ...} thrown as an Error with the daemon's message.
+JsonValue parse_answer(std::string_view json) {
+  JsonValue doc = internal::parse_json(json);
+  if (const JsonValue* e = doc.find("error")) {
+    throw Error("the daemon refused the request: " +
+                (e->type() == JsonValue::Type::kString ? e->as_string() : std::string("?")));
+  }
+  return doc;
+}
+
 }  // namespace
 
 TraceRequest parse_trace_request(std::string_view json) {
@@ -126,11 +136,7 @@ std::string trace_result_json(const TraceResult& result) {
 }
 
 TraceResult parse_trace_result(std::string_view json) {
-  const JsonValue doc = internal::parse_json(json);
-  if (const JsonValue* e = doc.find("error")) {
-    throw Error("the daemon refused the request: " +
-                (e->type() == JsonValue::Type::kString ? e->as_string() : std::string("?")));
-  }
+  const JsonValue doc = parse_answer(json);
   TraceResult r;
   const auto ints = [&](std::string_view key) {
     std::vector<std::int32_t> out;
@@ -154,6 +160,17 @@ TraceResult parse_trace_result(std::string_view json) {
 std::string frame_config(std::string_view config, std::uint64_t trace_id) {
   return "\n    " + std::string(config) + "\n    REQUEST_TRACE_ID=" + std::to_string(trace_id) +
          "\n";
+}
+
+std::string trace_status_request_json(std::uint64_t request_id) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("fn");
+  w.string(kTraceStatusFn);
+  w.key("request_id");
+  w.integer(static_cast<std::int64_t>(request_id));
+  w.end_object();
+  return w.str();
 }
 
 std::string trace_status_json(const std::vector<TraceStatus>& statuses) {
@@ -181,11 +198,7 @@ std::string trace_status_json(const std::vector<TraceStatus>& statuses) {
 }
 
 std::vector<TraceStatus> parse_trace_status(std::string_view json) {
-  const JsonValue doc = internal::parse_json(json);
-  if (const JsonValue* e = doc.find("error")) {
-    throw Error("the daemon refused the request: " +
-                (e->type() == JsonValue::Type::kString ? e->as_string() : std::string("?")));
-  }
+  const JsonValue doc = parse_answer(json);
   const JsonValue* list = doc.find("processes");
   if (list == nullptr || list->type() != JsonValue::Type::kArray) {
     throw Error("the daemon's answer has no \"processes\" list");

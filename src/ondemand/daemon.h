@@ -114,6 +114,8 @@ struct TraceStatus {
   std::string state;       // its last report: accepted, refused, recording, written, failed
   std::string detail;      // the reason or the file
 };
+// The getTraceStatus request for `request_id`, and its answer.
+std::string trace_status_request_json(std::uint64_t request_id);
 std::string trace_status_json(const std::vector<TraceStatus>& statuses);
 // Reads a getTraceStatus answer back (for the CLI). Throws opscope::Error like
 // parse_trace_result.

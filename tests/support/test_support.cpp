@@ -1,11 +1,16 @@
 #include "support/test_support.h"
 
-#include "opscope/function_profiler.h"
-
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -13,7 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <unistd.h>
+#include "opscope/function_profiler.h"
 
 namespace opscope::testing {
 
@@ -63,6 +68,39 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int send_datagram_as_another_user(const std::string& from, const std::string& to,
+                                  const std::string& datagram, int times) {
+  const auto address = [](const std::string& bytes, sockaddr_un* a) {
+    *a = sockaddr_un{};
+    a->sun_family = AF_UNIX;
+    std::memcpy(a->sun_path, bytes.data(), std::min(bytes.size(), sizeof a->sun_path));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + bytes.size());
+  };
+  sockaddr_un mine, theirs;
+  const socklen_t mine_len = address(from, &mine);
+  const socklen_t theirs_len = address(to, &theirs);
+  const pid_t child = ::fork();
+  if (child == 0) {  // only async-signal-safe calls from here: the parent has threads
+    constexpr uid_t kThrowaway = 54321;
+    if (::setresgid(kThrowaway, kThrowaway, kThrowaway) != 0 ||
+        ::setresuid(kThrowaway, kThrowaway, kThrowaway) != 0) {
+      ::_exit(10);
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&mine), mine_len) != 0) ::_exit(11);
+    for (int i = 0; i < times; ++i) {
+      if (::sendto(fd, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&theirs),
+                   theirs_len) != static_cast<ssize_t>(datagram.size())) {
+        ::_exit(12);
+      }
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
 std::string read_gzip_file(const std::string& path) {

@@ -54,6 +54,13 @@ std::string read_file(const std::string& path);
 // profiling a short busy loop with the built-in perf sampler. Tests that need real samples
 // GTEST_SKIP() with this text, so the reason reaches the log.
 const std::string& perf_unavailable_reason();
+// In a forked child that runs as a throwaway uid (54321: no such user need exist, and none is
+// created), binds the exact Unix datagram address `from` (sun_path bytes, NULs included) and
+// sends `datagram` `times` times to the exact address `to`. Returns the child's exit code, 0
+// when everything was sent. Needs root (the tests that use it skip otherwise).
+int send_datagram_as_another_user(const std::string& from, const std::string& to,
+                                  const std::string& datagram, int times = 1);
+
 // Decompresses a gzip file.
 std::string read_gzip_file(const std::string& path);
 

@@ -342,44 +342,13 @@ TEST_F(OndemandRunningClient, RefusedWhileTheApplicationProfiles) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
-// In a child that runs as another user (a throwaway uid, as root only), binds `address` (raw
-// sun_path bytes) and sends a valid config to the client's endpoint. Returns the child's exit
-// code: 0 when everything was sent.
+// A valid config, as a daemon would frame it, sent 3 times to the client from `address` by
+// another user.
 int send_as_another_user(const std::string& address, const std::string& client_endpoint,
                          const std::string& config) {
-  const std::string datagram = encode("req", "\n    " + config + "\n    REQUEST_TRACE_ID=666\n");
-  const pid_t child = ::fork();
-  if (child == 0) {
-    constexpr uid_t kThrowaway = 54321;  // no such user: nothing of it exists to reuse
-    if (::setresgid(kThrowaway, kThrowaway, kThrowaway) != 0 ||
-        ::setresuid(kThrowaway, kThrowaway, kThrowaway) != 0) {
-      ::_exit(10);
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, address.data(), address.size());
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a),
-               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size())) != 0) {
-      ::_exit(11);
-    }
-    sockaddr_un to{};
-    to.sun_family = AF_UNIX;
-    to.sun_path[0] = '\0';
-    std::memcpy(to.sun_path + 1, client_endpoint.data(), client_endpoint.size());
-    const auto to_len =
-        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + client_endpoint.size() + 2);
-    for (int i = 0; i < 3; ++i) {
-      if (::sendto(fd, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&to),
-                   to_len) != static_cast<ssize_t>(datagram.size())) {
-        ::_exit(12);
-      }
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  return testing::send_datagram_as_another_user(
+      address, std::string("\0", 1) + client_endpoint + std::string("\0", 1),
+      encode("req", "\n    " + config + "\n    REQUEST_TRACE_ID=666\n"), 3);
 }
 
 // Another local user can neither pose as the daemon under a similar name ("\0dynolog\0\0" is

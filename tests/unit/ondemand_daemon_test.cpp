@@ -474,33 +474,9 @@ TEST_F(OndemandDaemon, AnotherUserCannotPoseAsAClientsEndpoint) {
       std::string("\0", 1) + root.endpoint().name() + std::string("\0\0", 2);
   const std::string poll =
       encode("req", encode_request(kConfigTypeActivities, 0, std::vector<std::int32_t>{4200}));
-  const std::string daemon_name = name_;
-  const pid_t child = ::fork();
-  if (child == 0) {
-    if (::setresgid(54321, 54321, 54321) != 0 || ::setresuid(54321, 54321, 54321) != 0) {
-      ::_exit(10);
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, similar.data(), similar.size());
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a),
-               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + similar.size())) != 0) {
-      ::_exit(11);
-    }
-    sockaddr_un to{};
-    to.sun_family = AF_UNIX;
-    std::memcpy(to.sun_path + 1, daemon_name.data(), daemon_name.size());
-    const auto len =
-        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + daemon_name.size() + 2);
-    ::_exit(::sendto(fd, poll.data(), poll.size(), 0, reinterpret_cast<sockaddr*>(&to), len) ==
-                    static_cast<ssize_t>(poll.size())
-                ? 0
-                : 12);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(testing::send_datagram_as_another_user(
+                similar, std::string("\0", 1) + name_ + std::string("\0", 1), poll),
+            0);
   const auto now = ClientRegistry::Clock::now();
   ASSERT_TRUE(wait_for_size(*daemon_, 2)) << "the impostor is a client of its own";
   TraceRequest r;
