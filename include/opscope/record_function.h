@@ -272,7 +272,7 @@ class RecordFunction {
         name_ = name;
         name_flags_ = name_flags;
         epoch_ = epoch;
-        id_ = c.next_id++;
+        id_ = internal::take_range_id(c);
         thread_ = c.slot;
         sequence_nr_ = -1;
         forward_thread_id_ = 0;

@@ -100,6 +100,9 @@ struct Event {
 struct SessionStats {
   std::uint64_t events_recorded = 0;
   std::uint64_t events_dropped = 0;      // lost to the buffer limit
+  // Ranges begun in the window that had not ended when it stopped: still open, ended after
+  // stop(), or ended in a later window. They appear in no window's events.
+  std::uint64_t ranges_open_at_stop = 0;
   std::uint64_t buffer_bytes = 0;        // buffer memory the window used
   std::uint64_t buffer_limit_bytes = 0;  // ExperimentalConfig::buffer_limit_bytes
   // Options that were asked for but that this build does not record ("cuda" without a GPU

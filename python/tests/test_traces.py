@@ -230,6 +230,22 @@ def test_stats():
         nested_workload(1, 3)
     stats = p._stats()
     assert stats["events_recorded"] >= 4 and stats["events_dropped"] == 0
+    assert stats["ranges_open_at_stop"] == 0
+
+
+def test_a_range_open_at_stop_is_counted(tmp_path):
+    from conftest import load_trace
+
+    with profiler.profile() as p:
+        nested_workload(1, 2)
+        still_open = profiler.record_function("open_at_stop")
+        still_open.__enter__()
+    still_open.__exit__(None, None, None)
+    assert p._stats()["ranges_open_at_stop"] == 1
+    p.export_chrome_trace(str(tmp_path / "t.json"))
+    trace = load_trace(tmp_path / "t.json")
+    assert trace["opscope"]["ranges_open_at_stop"] == 1
+    assert all(e.get("name") != "open_at_stop" for e in trace["traceEvents"])
 
 
 def test_chrome_trace_gz(tmp_path):

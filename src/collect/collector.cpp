@@ -52,6 +52,13 @@ struct ThreadBuffer {
   std::vector<Chunk*> chunks;
   std::uint32_t epoch = 0;
   std::atomic<std::uint64_t> dropped{0};
+  std::atomic<std::uint64_t> dropped_ranges{0};  // of `dropped`, the ends of ranges
+  // The owning thread's range id counter (ThreadContext::next_id) while it lives; its value
+  // when the thread joined `epoch`, and when it exited. Their difference is the number of
+  // ranges the thread began in the epoch.
+  std::uint32_t* next_range_id = nullptr;
+  std::uint32_t first_range_id = 0;
+  std::uint32_t exit_range_id = 0;
   std::uint64_t tid = 0;
   std::string name;
   std::uint16_t slot = 0;
@@ -200,6 +207,7 @@ struct ThreadHook {
     c.cur = c.end = nullptr;
     c.epoch = 0;
     std::lock_guard<std::mutex> lock(buffer->mu);
+    buffer->exit_range_id = c.next_id;
     buffer->exited = true;
   }
 };
@@ -230,6 +238,7 @@ void register_thread(ThreadContext& c) {
       r.tid_by_slot.push_back(0);
     }
     buffer->slot = slot;
+    buffer->next_range_id = &c.next_id;
     r.tid_by_slot[slot] = buffer->tid;
     r.buffers.push_back(buffer);
   }
@@ -377,6 +386,14 @@ Drained drain(std::uint32_t epoch) {
       }
       t.dropped = b->dropped.load(std::memory_order_relaxed);
       out.dropped += t.dropped;
+      out.range_ends_dropped += b->dropped_ranges.load(std::memory_order_relaxed);
+      // Read after the records: a range whose end was copied above began before this read
+      // (its id was taken before its end was published), so it is counted here too.
+      const std::uint32_t next_id =
+          b->exited
+              ? b->exit_range_id
+              : std::atomic_ref<std::uint32_t>(*b->next_range_id).load(std::memory_order_relaxed);
+      out.ranges_begun += static_cast<std::uint32_t>(next_id - b->first_range_id);
       if (!t.records.empty() || t.dropped != 0) out.threads.push_back(std::move(t));
     }
     if (b->exited) released.push_back(b.get());
@@ -409,6 +426,8 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
     std::lock_guard<std::mutex> lock(b.mu);
     b.epoch = epoch;
     b.dropped.store(0, std::memory_order_relaxed);
+    b.dropped_ranges.store(0, std::memory_order_relaxed);
+    b.first_range_id = c.next_id;
     c.epoch = epoch;
     // No buffer until one is granted below: every early way out leaves the thread in the
     // epoch with nothing to write into, so its ranges are dropped and counted.
@@ -485,7 +504,11 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   if (c.exiting) return;
   if (c.epoch != epoch && !prepare_thread(epoch)) return;  // a stale range: drop silently
   if (c.cur == c.end && !next_chunk(c)) {
-    collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+    collect::ThreadBuffer& b = *collect::t_hook.buffer;
+    b.dropped.fetch_add(1, std::memory_order_relaxed);
+    if (record.kind == static_cast<std::uint8_t>(RecordKind::kRange)) {
+      b.dropped_ranges.fetch_add(1, std::memory_order_relaxed);
+    }
     return;
   }
   *c.cur = record;

@@ -47,6 +47,11 @@ struct Drained {
   std::vector<ThreadRecords> threads;
   std::uint64_t dropped = 0;
   std::uint64_t buffer_bytes = 0;
+  // Ranges the epoch's threads began in it (ids taken with take_range_id), and of `dropped`
+  // the records that would have ended one. Begun minus ended minus these is the number of
+  // ranges still open when the epoch was drained.
+  std::uint64_t ranges_begun = 0;
+  std::uint64_t range_ends_dropped = 0;
 };
 
 // Copies out everything published for `epoch`, including threads that have exited since, and

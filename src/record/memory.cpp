@@ -84,7 +84,7 @@ void append_report(std::uint32_t epoch, const void* ptr, std::int64_t bytes,
   internal::Record header{};
   header.start = internal::ticks();
   header.name = reinterpret_cast<std::uintptr_t>(ptr);
-  header.id = c.next_id++;
+  header.id = internal::take_other_id(c);
   header.thread = c.slot;
   header.scope = category < kNumMemoryCategories
                      ? category

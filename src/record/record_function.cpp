@@ -219,7 +219,7 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
   epoch_ = record ? epoch : 0;
   // Handles must be unique across threads, which needs a registered slot.
   thread_ = c.registered ? c.slot : collect::ensure_registered();
-  id_ = c.next_id++;
+  id_ = record ? internal::take_range_id(c) : internal::take_other_id(c);
   if (record && (state & internal::kStateLenses)) record_lenses(inputs);
   // Observers see an active range: mark it so name() and handle() work in start callbacks.
   state_ = kObserved;

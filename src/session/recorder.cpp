@@ -176,6 +176,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   };
   std::unordered_map<std::uint64_t, Link> links;
   DetailTable details(builder);
+  std::uint64_t ranges_ended = 0;  // ranges of the window in its records, wherever they ended
 
   for (const auto& t : drained.threads) {
     const std::int32_t own = thread_of_slot[t.slot];
@@ -271,6 +272,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         e.thread = it != thread_of_slot.end() ? it->second : own;
         e.end_thread = own;
       }
+      if (kind == internal::RecordKind::kRange) ++ranges_ended;
       builder.add_event(e);
     }
   }
@@ -290,6 +292,9 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   for (auto& [key, value] : metadata) builder.add_metadata(std::move(key), std::move(value));
   SessionStats& stats = builder.stats();
   stats.events_dropped = drained.dropped;
+  const std::uint64_t accounted = ranges_ended + drained.range_ends_dropped;
+  stats.ranges_open_at_stop =
+      drained.ranges_begun > accounted ? drained.ranges_begun - accounted : 0;
   stats.buffer_bytes = drained.buffer_bytes;
   stats.buffer_limit_bytes = options_.epoch.buffer_limit_bytes;
   stats.not_recorded = options_.not_recorded;

@@ -3,13 +3,19 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 
 #include "opscope/error.h"
+#include "opscope/export.h"
+#include "opscope/mark.h"
+#include "opscope/memory.h"
 #include "opscope/thread_local_state.h"
 #include "support/test_support.h"
 
@@ -202,6 +208,8 @@ TEST(Profiler, BufferLimitDropsAndCounts) {
   EXPECT_GT(s.events_dropped, 0u);
   // ProfilerStep#0 also lands in the buffer (or is dropped), so the books balance within one.
   EXPECT_NEAR(static_cast<double>(kept) + static_cast<double>(s.events_dropped), kRanges + 1, 1.0);
+  // A range whose end was dropped is a drop, not an open range.
+  EXPECT_EQ(s.ranges_open_at_stop, 0u);
 }
 
 // The limit holds however many threads come and go: a thread that starts recording once the
@@ -230,6 +238,109 @@ TEST(Profiler, BufferLimitHoldsWithShortLivedThreads) {
   // Every range is either in the result or counted (ProfilerStep#0 too, within one).
   EXPECT_NEAR(static_cast<double>(kept) + static_cast<double>(s.events_dropped),
               kThreads * kRangesEach + 1, 1.0);
+  EXPECT_EQ(s.ranges_open_at_stop, 0u);
+}
+
+// A range the window cannot show is counted, not lost: still open at stop(), whenever it ends.
+TEST(Profiler, CountsRangesOpenAtStop) {
+  Profiler prof;
+  prof.start();
+  { OPSCOPE_RECORD_FUNCTION("closed"); }
+  std::optional<RecordFunction> open;
+  open.emplace("open_at_stop", RecordScope::kUserScope);
+  prof.stop();
+  open->end();  // ended after stop(): too late for the window
+  const SessionStats& s = prof.stats();
+  EXPECT_EQ(s.ranges_open_at_stop, 1u);
+  EXPECT_EQ(s.events_dropped, 0u);
+  EXPECT_EQ(count_named(prof.result(), "closed"), 1);
+  EXPECT_EQ(count_named(prof.result(), "open_at_stop"), 0);
+  const auto trace = nlohmann::json::parse(chrome_trace_json(prof.result()));
+  EXPECT_EQ(trace["opscope"]["ranges_open_at_stop"], 1);
+}
+
+// A range begun in one window and ended in the next belongs to neither: the first counts it,
+// the second neither shows nor counts it.
+TEST(Profiler, CountsARangeSpanningTwoWindowsOnce) {
+  std::vector<SessionStats> stats;
+  std::vector<int> spanning;
+  Profiler prof({.schedule = schedule({.wait = 0, .warmup = 0, .active = 1, .repeat = 2}),
+                 .on_trace_ready = [&](Profiler& p) {
+                   stats.push_back(p.stats());
+                   spanning.push_back(count_named(p.result(), "spanning"));
+                 }});
+  prof.start();
+  std::optional<RecordFunction> range;
+  range.emplace("spanning", RecordScope::kUserScope);
+  prof.step();  // window 1 ends, window 2 begins
+  range.reset();
+  prof.step();
+  prof.stop();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].ranges_open_at_stop, 1u);
+  EXPECT_EQ(stats[1].ranges_open_at_stop, 0u);
+  EXPECT_EQ(spanning, (std::vector<int>{0, 0}));
+}
+
+// Counted on every thread: one that is still in its range at stop(), one whose range outlives
+// the thread itself; threads that finished theirs, or ended one begun elsewhere, count nothing.
+TEST(Profiler, CountsOpenRangesOfOtherThreads) {
+  Profiler prof;
+  prof.start();
+  std::thread([] {
+    for (int i = 0; i < 100; ++i) {
+      OPSCOPE_RECORD_FUNCTION("finished_worker");
+    }
+  }).join();
+  std::optional<RecordFunction> outlives_its_thread;
+  std::thread([&] { outlives_its_thread.emplace("outlives", RecordScope::kUserScope); }).join();
+  std::optional<RecordFunction> handed_over;
+  std::thread([&] { handed_over.emplace("handed_over", RecordScope::kUserScope); }).join();
+  handed_over.reset();  // ends on this thread, inside the window: an async range, not open
+  std::mutex mu;
+  std::condition_variable cv;
+  bool begun = false, stopped = false;
+  std::thread busy([&] {
+    OPSCOPE_RECORD_FUNCTION("busy_at_stop");
+    std::unique_lock<std::mutex> lock(mu);
+    begun = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return stopped; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return begun; });
+  }
+  prof.stop();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopped = true;
+  }
+  cv.notify_all();
+  busy.join();
+  outlives_its_thread.reset();
+  EXPECT_EQ(prof.stats().ranges_open_at_stop, 2u);
+  EXPECT_EQ(count_named(prof.result(), "finished_worker"), 100);
+  EXPECT_EQ(count_named(prof.result(), "handed_over"), 1);
+  EXPECT_EQ(count_named(prof.result(), "busy_at_stop"), 0);
+}
+
+// Marks and memory reports take ids too, but they are not ranges: nothing is counted open.
+TEST(Profiler, MarksAndMemoryReportsAreNotOpenRanges) {
+  Profiler prof({.lenses = {.profile_memory = true}});
+  prof.start();
+  int block = 0;
+  for (int i = 0; i < 50; ++i) {
+    OPSCOPE_RECORD_FUNCTION("with_reports");
+    mark("a_mark");
+    report_memory_usage(&block, 64, 64, 64);
+    report_memory_usage(&block, -64, 0, 64);
+  }
+  prof.stop();
+  EXPECT_EQ(prof.stats().ranges_open_at_stop, 0u);
+  EXPECT_EQ(count_named(prof.result(), "with_reports"), 50);
+  EXPECT_EQ(count_named(prof.result(), "a_mark"), 50);
+  EXPECT_EQ(count_named(prof.result(), "[memory]"), 100);
 }
 
 TEST(Profiler, ScopeStartsAndStops) {

@@ -71,12 +71,13 @@ struct ThreadContext {
   Record* end;            // end of `chunk`; cur == end sends appends to the slow path
   Chunk* chunk;           // current chunk
   std::uint32_t epoch;    // session epoch the buffer holds; 0 = none
-  std::uint32_t next_id;  // per-thread range counter
+  std::uint32_t next_id;  // ids of the ranges this thread records (take_range_id)
   std::uint16_t slot;     // registry slot; valid once registered
   bool registered;
   bool exiting;           // set by the thread-exit hook; no more recording on this thread
   std::uint32_t member_epoch;  // for thread-limited sessions: the epoch this thread joined
   void* thread_callbacks;      // record layer: this thread's observer list, or nullptr
+  std::uint32_t next_other_id;  // ids of everything else with a handle (take_other_id)
 };
 
 extern constinit thread_local ThreadContext t_ctx
@@ -103,6 +104,26 @@ inline constexpr std::uint32_t kLensFlops = 8;
 inline constexpr std::uint32_t kLensModules = 16;
 
 inline std::uint32_t epoch_of(std::uint32_t state) noexcept { return state >> 8; }
+
+// The id of a range the calling thread records: (slot, id) is the range's handle. Recorded
+// ranges count their ids apart from everything else, so that the counter says how many began;
+// drain() reads it (from another thread, hence the atomic access: relaxed, it compiles to the
+// load and store of a plain increment) and the session subtracts the ranges that ended, to
+// count those still open when the window stopped. After 2^31 ranges of one thread the ids
+// reach the upper half; a window never holds that many (64 GiB of records).
+inline std::uint32_t take_range_id(ThreadContext& c) noexcept {
+  std::atomic_ref<std::uint32_t> next(c.next_id);
+  const std::uint32_t id = next.load(std::memory_order_relaxed);
+  next.store(id + 1, std::memory_order_relaxed);
+  return id;
+}
+
+// The id of anything else with a handle: a mark, a memory report, a range that only observers
+// watch. Taken from the upper half of the id space, so handles stay unique within a thread.
+inline constexpr std::uint32_t kOtherIdBit = 0x80000000u;
+inline std::uint32_t take_other_id(ThreadContext& c) noexcept {
+  return kOtherIdBit | (c.next_other_id++ & ~kOtherIdBit);
+}
 
 // Slow paths (src/collect/collector.cpp).
 // Makes the calling thread ready to record into `epoch`: registers it once, resets its buffer
