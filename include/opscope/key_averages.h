@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct TableOptions {
   int max_src_column_width = 75;
   int max_shapes_column_width = 80;
   std::string header = {};               // printed above the table when not empty
+  // "s", "ms" or "us": every time in that unit. Empty: each time picks its own (PyTorch 1.13).
+  // Anything else throws opscope::Error.
+  std::string time_unit = {};
   // Shows only rows whose FunctionEventAvg::top_level is set, under a banner saying so.
   bool top_level_events_only = false;
 };
@@ -75,9 +79,31 @@ class KeyAverages {
 };
 
 // Groups the result's events by name (and by input shapes and the innermost
-// `group_by_stack_n` stack frames when asked), in order of first appearance.
+// `group_by_stack_n` stack frames when asked), in order of first appearance. The steps'
+// "ProfilerStep#N" ranges share the key "ProfilerStep*", as in PyTorch.
 KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape = false,
                          int group_by_stack_n = 0);
+// The same over some of the events: those whose index into result.events() is listed.
+KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int32_t> events,
+                         bool group_by_input_shape = false, int group_by_stack_n = 0);
+
+// The key an event is averaged under: its name, or "ProfilerStep*" for a "ProfilerStep#N"
+// (torch.autograd.profiler_util's _rewrite_name with the wildcard).
+std::string_view row_name(std::string_view name);
+
+// One row per listed event (count 1), in the given order, for a table of single events as
+// torch's EventList.table() renders events(): name, times, memory (with the memory lens),
+// FLOPs, input shapes and stack when the window recorded them.
+std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
+                                         std::span<const std::int32_t> events);
+
+// Bytes of allocation reports inside each event (indexed like result.events()), its children's
+// included (`total`) and made directly in it (`self`); empty without the memory lens.
+struct EventMemory {
+  std::vector<std::int64_t> total;
+  std::vector<std::int64_t> self;
+};
+EventMemory event_memory(const ProfilerResult& result);
 
 // The table's time format: "8.840ms", "346.000us", "1.200s". Exposed for tools and tests.
 std::string format_time_us(double time_us);

@@ -9,7 +9,8 @@
 //   prof.stop();
 //   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total"});
 //
-// Every step is wrapped in a "ProfilerStep#N" range. Recording windows follow the schedule;
+// With a schedule, every step is wrapped in a "ProfilerStep#N" range (without one, as in
+// torch.profiler, steps are only counted). Recording windows follow the schedule;
 // when a window ends with a RECORD_AND_SAVE step, on_trace_ready is called with the profiler,
 // whose result() is then that window. Control-plane misuse throws opscope::Error.
 #pragma once
@@ -55,7 +56,7 @@ struct ProfilerConfig {
   std::vector<ActivityType> activities = {ActivityType::kCPU};
   // Lenses: what each range records besides its times (README, "Lenses").
   LensSet lenses = {};
-  Schedule schedule = {};  // empty: record every step
+  Schedule schedule = {};  // empty: record every step, with no ProfilerStep#N ranges
   std::function<void(Profiler&)> on_trace_ready = {};
   ExperimentalConfig experimental = {};
   // Started when a recording window starts and stopped when it stops, so the execution trace

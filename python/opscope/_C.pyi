@@ -38,22 +38,46 @@ class ExecutionTraceObserver:
     def is_running(self) -> bool: ...
     def get_output_file_path(self) -> str: ...
 
+class DeviceType(enum.Enum):
+    CPU = 0
+    CUDA = 1
+
 class FunctionEvent:
     id: int
-    name: str
+    name: str  # "ProfilerStep*" for a step range, as in torch
     key: str
+    trace_name: str  # the name as recorded ("ProfilerStep#3")
     kind: str  # "range", "async_range", "instant", "memory"
-    scope: str  # "FUNCTION", "USER_SCOPE", ...
+    scope: int  # RecordScope's value, as torch (7: user scope)
+    scope_name: str  # "FUNCTION", "USER_SCOPE", ...
+    count: int  # 1
     is_async: bool
     is_user_annotation: bool
+    is_remote: bool
+    is_legacy: bool
     thread: int  # OS thread id (threading.get_native_id())
     thread_name: str
     start_ns: int  # since the Unix epoch
     end_ns: int
     start_us: float  # since the window's start
     end_us: float
+    time_range: Any  # opscope.profiler_util.Interval, in us since the window's start
+    cpu_time: float
     cpu_time_total: float
     self_cpu_time_total: float
+    cpu_time_str: str
+    cpu_time_total_str: str
+    self_cpu_time_total_str: str
+    cuda_time: float  # 0: no GPU backend yet
+    cuda_time_total: float
+    self_cuda_time_total: float
+    cuda_time_str: str
+    cuda_time_total_str: str
+    self_cuda_time_total_str: str
+    cpu_memory_usage: int
+    self_cpu_memory_usage: int
+    cuda_memory_usage: int
+    self_cuda_memory_usage: int
     sequence_nr: int
     fwd_thread: int
     cpu_parent: Optional[FunctionEvent]
@@ -65,16 +89,10 @@ class FunctionEvent:
     module_hierarchy: str
     flops: int
     memory_bytes: int
-    device_type: str
+    kernels: List[Any]
+    device_type: DeviceType
+    device_index: int
     node_id: int
-
-class EventList:
-    def __len__(self) -> int: ...
-    def __getitem__(self, index: int) -> FunctionEvent: ...  # no slices
-    def __iter__(self) -> Iterator[FunctionEvent]: ...
-    def key_averages(
-        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
-    ) -> KeyAverages: ...
 
 class FunctionEventAvg:
     key: str
@@ -82,13 +100,31 @@ class FunctionEventAvg:
     cpu_time_total: float
     self_cpu_time_total: float
     cpu_time: float  # average per call
+    cpu_time_str: str
+    cpu_time_total_str: str
+    self_cpu_time_total_str: str
+    cuda_time: float
+    cuda_time_total: float
+    self_cuda_time_total: float
+    cuda_time_str: str
+    cuda_time_total_str: str
+    self_cuda_time_total_str: str
     cpu_memory_usage: int
     self_cpu_memory_usage: int
+    cuda_memory_usage: int
+    self_cuda_memory_usage: int
     flops: int
-    input_shapes: str
+    input_shapes: Union[str, List[List[Any]]]  # "" unless grouped by input shape
     stack: List[str]
     node_id: int
     is_async: bool
+    is_remote: bool
+    is_legacy: bool
+    device_type: DeviceType
+    scope: None
+    cpu_parent: None
+    cpu_children: None
+    def add(self, other: Union[FunctionEvent, FunctionEventAvg]) -> FunctionEventAvg: ...
 
 class KeyAverages:
     def __len__(self) -> int: ...
@@ -103,7 +139,26 @@ class KeyAverages:
         max_shapes_column_width: int = 80,
         header: Optional[str] = None,
         top_level_events_only: bool = False,
+        time_unit: Optional[str] = None,
     ) -> str: ...
+
+def table_of(
+    items: List[Union[FunctionEvent, FunctionEventAvg]],
+    *,
+    profile_memory: bool = False,
+    with_flops: bool = False,
+    sort_by: Optional[str] = None,
+    row_limit: int = 100,
+    max_src_column_width: int = 75,
+    max_name_column_width: int = 55,
+    max_shapes_column_width: int = 80,
+    header: Optional[str] = None,
+    top_level_events_only: bool = False,
+    time_unit: Optional[str] = None,
+) -> str: ...
+def total_average_of(items: List[Union[FunctionEvent, FunctionEventAvg]]) -> FunctionEventAvg: ...
+def _enable_nvtx(record_shapes: bool = False) -> None: ...
+def _disable_nvtx() -> None: ...
 
 class Result:
     metadata: List[Tuple[str, str]]
@@ -111,10 +166,16 @@ class Result:
     start_time_ns: int
     end_time_ns: int
     threads: List[Tuple[int, str]]
-    def events(self) -> EventList: ...
+    def function_events(self) -> List[FunctionEvent]: ...
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
     ) -> KeyAverages: ...
+    def key_averages_of(
+        self,
+        indices: Optional[List[int]],
+        group_by_input_shape: bool = False,
+        group_by_stack_n: int = 0,
+    ) -> List[FunctionEventAvg]: ...
     def export_chrome_trace(self, path: str) -> None: ...
     def chrome_trace_json(self) -> str: ...
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None: ...

@@ -30,11 +30,13 @@ import functools
 import os
 import socket
 import time
+import warnings
 import weakref
 from enum import Enum
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from . import _C
+from .profiler_util import EventList
 
 __all__ = [
     "supported_activities",
@@ -48,6 +50,7 @@ __all__ = [
     "ExecutionTraceObserver",
     "ExperimentalConfig",
     "_ExperimentalConfig",
+    "InvalidScheduleError",
 ]
 
 PROFILER_STEP_NAME = "ProfilerStep"
@@ -78,6 +81,12 @@ class ProfilerAction(Enum):
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
+
+
+class InvalidScheduleError(ValueError, AssertionError):
+    """Invalid ``schedule()`` arguments. torch.profiler raises an AssertionError with the
+    message "Invalid profiler schedule arguments"; this is one too (so code that catches it
+    keeps working) and a ValueError, and its message names the argument."""
 
 
 class _Schedule:
@@ -112,12 +121,16 @@ def schedule(
     cycles will continue until the profiling is finished. The last active step of each cycle
     is ``RECORD_AND_SAVE``: the window ends there and ``on_trace_ready`` is called.
 
-    Raises ValueError ("Invalid profiler schedule arguments: ...") when wait, warmup, repeat
-    or skip_first is negative or active is not positive; warns when warmup is 0.
+    Raises ``InvalidScheduleError`` ("Invalid profiler schedule arguments: ...", naming the
+    argument) when wait, warmup, repeat or skip_first is negative or active is not positive:
+    a ValueError, and an AssertionError as torch raises. Warns when warmup is 0.
     """
-    native = _C.schedule(
-        wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
-    )
+    try:
+        native = _C.schedule(
+            wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
+        )
+    except ValueError as e:
+        raise InvalidScheduleError(str(e)) from None
     return _Schedule(
         native,
         f"schedule(wait={wait}, warmup={warmup}, active={active}, repeat={repeat}, "
@@ -277,8 +290,10 @@ class profile:
             recording all threads or only the starting one).
         execution_trace_observer (ExecutionTraceObserver): started and stopped with each
             recording window, cleaned up when the profile exits.
+        use_cuda (bool): deprecated, as in torch (a warning says to use ``activities``).
 
-    Every step is wrapped in a ``ProfilerStep#<n>`` range. Ranges from every thread land in
+    With a schedule, every step is wrapped in a ``ProfilerStep#<n>`` range (``ProfilerStep*``
+    in ``events()`` and ``key_averages()``, as in torch). Ranges from every thread land in
     the same session; opscope records one session at a time per process, so starting a
     second profile while one records raises RuntimeError.
 
@@ -304,8 +319,15 @@ class profile:
         with_modules: bool = False,
         experimental_config: Optional[ExperimentalConfig] = None,
         execution_trace_observer: Optional[ExecutionTraceObserver] = None,
+        use_cuda: Optional[bool] = None,
     ):
         self.activities = set(activities) if activities else supported_activities()
+        if use_cuda is not None:
+            warnings.warn("use_cuda is deprecated, use activities argument instead")
+            if use_cuda:
+                self.activities.add(ProfilerActivity.CUDA)
+            else:
+                self.activities.discard(ProfilerActivity.CUDA)
         for activity in self.activities:
             if not isinstance(activity, ProfilerActivity):
                 raise ValueError(
@@ -314,6 +336,8 @@ class profile:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
         self.schedule = schedule if schedule is not None else _default_schedule_fn
+        # As torch: steps are ProfilerStep#N ranges only when a schedule was given.
+        self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -404,22 +428,43 @@ class profile:
         # RuntimeError, naming the reason, when no window has finished yet.
         return self._native.result()
 
-    def events(self) -> _C.EventList:
-        """The unaggregated events of the last finished window (a sequence of FunctionEvent:
-        name, thread, start_us, cpu_time_total, cpu_parent, cpu_children, input_shapes,
-        stack, ...)."""
-        return self._result().events()
+    def _lenses(self) -> dict:
+        return {"profile_memory": self.profile_memory, "with_flops": self.with_flops}
+
+    def events(self) -> EventList:
+        """The unaggregated events of the last finished window: an EventList (a list) of
+        FunctionEvent with torch's attributes (name, thread, time_range, cpu_time_total,
+        cpu_parent, cpu_children, input_shapes, stack, cpu_memory_usage, ...)."""
+        result = self._result()
+        return EventList(result.function_events(), _result=result, _lenses=self._lenses())
 
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
-    ) -> _C.KeyAverages:
+    ) -> EventList:
         """Averages the events of the last window by name, and by input shapes and the
-        innermost ``group_by_stack_n`` stack frames when asked.
+        innermost ``group_by_stack_n`` stack frames when asked: an EventList of
+        FunctionEventAvg.
 
         Needs ``record_shapes`` for input shapes and ``with_stack`` for stacks. The result's
         ``table(sort_by=None, row_limit=100, ...)`` renders the operator table.
         """
-        return self._result().key_averages(group_by_input_shape, group_by_stack_n)
+        result = self._result()
+        rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
+        return EventList(rows, _result=result, _lenses=self._lenses())
+
+    @property
+    def profiler(self):
+        """The last finished window as torch's ``prof.profiler`` shows it: an
+        ``opscope.autograd.profiler.profile`` holding its ``function_events`` (None before a
+        window has finished)."""
+        if not self._native.has_result():
+            return None
+        from .autograd.profiler import profile as _legacy_profile
+
+        return _legacy_profile._of_window(self.events(), record_shapes=self.record_shapes,
+                                          profile_memory=self.profile_memory,
+                                          with_stack=self.with_stack, with_flops=self.with_flops,
+                                          with_modules=self.with_modules)
 
     def export_chrome_trace(self, path: str) -> None:
         """Exports the last window as a Chrome/Perfetto trace (gzip when path ends in .gz)."""

@@ -22,6 +22,7 @@
 #include "bindings.h"
 #include "common.h"
 #include "opscope/execution_trace.h"
+#include "opscope/legacy.h"
 #include "opscope/schedule.h"
 #include "results.h"
 
@@ -55,7 +56,7 @@ ProfilerAction to_action(const py::object& returned) {
 }
 
 Schedule to_schedule(const py::object& schedule) {
-  if (schedule.is_none()) return default_schedule();
+  if (schedule.is_none()) return {};  // record every step, and no ProfilerStep ranges
   if (py::isinstance<NativeSchedule>(schedule)) return schedule.cast<const NativeSchedule&>().fn;
   if (!PyCallable_Check(schedule.ptr())) {
     throw py::type_error("schedule must be a callable taking the step number, got " +
@@ -168,6 +169,18 @@ void bind_profiler(py::module_& m) {
       py::kw_only(), py::arg("wait"), py::arg("warmup"), py::arg("active"), py::arg("repeat") = 0,
       py::arg("skip_first") = 0);
   m.def("default_schedule", [] { return NativeSchedule{default_schedule()}; });
+
+  // opscope.autograd.profiler.emit_nvtx: the legacy profiler's NVTX mode on this thread.
+  m.def(
+      "_enable_nvtx",
+      [](bool record_shapes) {
+        enable_profiler_legacy(
+            {.state = LegacyProfilerState::kNVTX, .lenses = {.record_shapes = record_shapes}});
+      },
+      py::arg("record_shapes") = false,
+      "Forwards every range to NVTX until _disable_nvtx(). RuntimeError, naming the reason, "
+      "without a CUDA device.");
+  m.def("_disable_nvtx", [] { disable_profiler_legacy({.consolidate = false}); });
 
   py::class_<ExperimentalConfig>(m, "ExperimentalConfig",
                                  "Options beyond torch.profiler's: buffer limit, thread scope.")

@@ -28,6 +28,13 @@ std::vector<std::string> ResultView::stack(const Event& event) {
   return analysis::stack_text(*result_, event, *symbolizer_);
 }
 
+std::int64_t ResultView::memory(std::size_t index, bool self) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!memory_) memory_ = event_memory(*result_);
+  const std::vector<std::int64_t>& bytes = self ? memory_->self : memory_->total;
+  return index < bytes.size() ? bytes[index] : 0;
+}
+
 namespace {
 
 using Release = py::call_guard<py::gil_scoped_release>;
@@ -41,18 +48,79 @@ struct FunctionEvent {
 
   const Event& event() const { return view->result().events()[static_cast<std::size_t>(index)]; }
   const EventDetail* detail() const { return view->result().detail(event()); }
+  // Bytes this event accounts for, as torch's FunctionEvent: a range's reports (children
+  // included, or not), a "[memory]" event's own bytes.
+  std::int64_t cpu_memory(bool self) const {
+    if (event().kind == EventKind::kMemory) {
+      const EventDetail* d = detail();
+      return d != nullptr && d->memory.device.type == DeviceType::kCPU &&
+                     d->memory.action != MemoryAction::kVersion
+                 ? d->memory.bytes
+                 : 0;
+    }
+    return view->memory(static_cast<std::size_t>(index), self);
+  }
 };
 
-struct EventList {
+// The torch.autograd.profiler_util.Interval of an event, in us since the window's start.
+py::object time_range(const FunctionEvent& f) {
+  const std::int64_t base = f.view->result().start_time_ns();
+  return py::module_::import("opscope.profiler_util")
+      .attr("Interval")(ns_to_us(f.event().start_ns - base), ns_to_us(f.event().end_ns - base));
+}
+
+// The rows a table or an average is made of, from a list of FunctionEvent or FunctionEventAvg
+// (what EventList holds). Events must come from one window.
+std::vector<FunctionEventAvg> rows_of(const py::list& items) {
+  std::vector<FunctionEventAvg> rows;
   std::shared_ptr<ResultView> view;
-};
+  std::vector<std::int32_t> indices;
+  const auto flush = [&] {
+    if (indices.empty()) return;
+    std::vector<FunctionEventAvg> more =
+        value_errors([&] { return event_rows(view->result(), indices); });
+    rows.insert(rows.end(), std::make_move_iterator(more.begin()),
+                std::make_move_iterator(more.end()));
+    indices.clear();
+  };
+  for (const py::handle item : items) {
+    if (py::isinstance<FunctionEventAvg>(item)) {
+      flush();
+      rows.push_back(item.cast<FunctionEventAvg>());
+      continue;
+    }
+    if (!py::isinstance<FunctionEvent>(item)) {
+      throw py::type_error("an EventList holds FunctionEvent or FunctionEventAvg objects, got " +
+                           std::string(py::str(py::type::of(item).attr("__name__"))));
+    }
+    const auto& f = item.cast<const FunctionEvent&>();
+    if (view && f.view != view) {
+      throw py::value_error("the events of one table must come from one recorded window");
+    }
+    view = f.view;
+    indices.push_back(f.index);
+  }
+  flush();
+  return rows;
+}
+
+// The shapes text of a FunctionEventAvg ("[[32, 64], []]") as torch's list of lists; as in
+// torch, "" when the averages were not grouped by input shape.
+py::object shapes_list(const std::string& text) {
+  if (text.empty()) return py::str("");
+  return py::module_::import("json").attr("loads")(text);
+}
 
 std::string_view kind_name(EventKind kind) {
   switch (kind) {
-    case EventKind::kRange: return "range";
-    case EventKind::kAsyncRange: return "async_range";
-    case EventKind::kInstant: return "instant";
-    case EventKind::kMemory: return "memory";
+    case EventKind::kRange:
+      return "range";
+    case EventKind::kAsyncRange:
+      return "async_range";
+    case EventKind::kInstant:
+      return "instant";
+    case EventKind::kMemory:
+      return "memory";
   }
   return "unknown";
 }
@@ -78,23 +146,17 @@ py::object event_at(const std::shared_ptr<ResultView>& view, std::int32_t index)
   return py::cast(FunctionEvent{view, index});
 }
 
-std::int32_t checked_index(const EventList& list, std::int64_t i) {
-  const auto n = static_cast<std::int64_t>(list.view->result().events().size());
-  if (i < 0) i += n;
-  if (i < 0 || i >= n) throw py::index_error("event index out of range");
-  return static_cast<std::int32_t>(i);
-}
-
 KeyAverages averages(const ResultView& view, bool group_by_input_shape, int group_by_stack_n) {
   return value_errors(
       [&] { return key_averages(view.result(), group_by_input_shape, group_by_stack_n); });
 }
 
 std::string table(const KeyAverages& k, const std::optional<std::string>& sort_by, int row_limit,
-                  int max_src_column_width, int max_name_column_width,
-                  int max_shapes_column_width, const std::optional<std::string>& header,
-                  bool top_level_events_only) {
+                  int max_src_column_width, int max_name_column_width, int max_shapes_column_width,
+                  const std::optional<std::string>& header, bool top_level_events_only,
+                  const std::optional<std::string>& time_unit) {
   TableOptions o;
+  o.time_unit = time_unit.value_or("");
   o.sort_by = sort_by.value_or("");
   o.row_limit = row_limit;
   o.max_src_column_width = max_src_column_width;
@@ -108,11 +170,33 @@ std::string table(const KeyAverages& k, const std::optional<std::string>& sort_b
 }  // namespace
 
 void bind_results(py::module_& m) {
-  py::class_<ResultView, std::shared_ptr<ResultView>>(
-      m, "Result", "One finished recording window (immutable).")
-      .def("events", [](const std::shared_ptr<ResultView>& v) { return EventList{v}; })
+  py::enum_<DeviceType>(m, "DeviceType", "Where an event ran (torch.autograd.DeviceType).")
+      .value("CPU", DeviceType::kCPU)
+      .value("CUDA", DeviceType::kCUDA);
+
+  py::class_<ResultView, std::shared_ptr<ResultView>>(m, "Result",
+                                                      "One finished recording window (immutable).")
+      .def("function_events",
+           [](const std::shared_ptr<ResultView>& v) {
+             py::list out;
+             const auto n = static_cast<std::int32_t>(v->result().events().size());
+             for (std::int32_t i = 0; i < n; ++i) out.append(FunctionEvent{v, i});
+             return out;
+           })
       .def("key_averages", &averages, py::arg("group_by_input_shape") = false,
            py::arg("group_by_stack_n") = 0, Release())
+      .def(
+          "key_averages_of",
+          [](const ResultView& v, std::optional<std::vector<std::int32_t>> indices, bool by_shape,
+             int by_stack) {
+            KeyAverages k = value_errors([&] {
+              return indices ? key_averages(v.result(), *indices, by_shape, by_stack)
+                             : key_averages(v.result(), by_shape, by_stack);
+            });
+            return std::move(k.rows());
+          },
+          py::arg("indices"), py::arg("group_by_input_shape") = false,
+          py::arg("group_by_stack_n") = 0, Release())
       .def(
           "export_chrome_trace",
           [](const ResultView& v, const std::string& path) {
@@ -120,8 +204,8 @@ void bind_results(py::module_& m) {
           },
           py::arg("path"), Release())
       .def(
-          "chrome_trace_json",
-          [](const ResultView& v) { return chrome_trace_json(v.result()); }, Release())
+          "chrome_trace_json", [](const ResultView& v) { return chrome_trace_json(v.result()); },
+          Release())
       .def(
           "export_stacks",
           [](const ResultView& v, const std::string& path, const std::string& metric) {
@@ -146,72 +230,135 @@ void bind_results(py::module_& m) {
         return out;
       });
 
-  py::class_<EventList>(m, "EventList",
-                        "The events of a window: by thread, then start time, parents first.")
-      .def("__len__", [](const EventList& l) { return l.view->result().events().size(); })
-      .def("__getitem__",
-           [](const EventList& l, std::int64_t i) {
-             return FunctionEvent{l.view, checked_index(l, i)};
-           })
-      .def(
-          "key_averages",
-          [](const EventList& l, bool by_shape, int by_stack) {
-            return averages(*l.view, by_shape, by_stack);
-          },
-          py::arg("group_by_input_shape") = false, py::arg("group_by_stack_n") = 0, Release());
+  m.def(
+      "table_of",
+      [](const py::list& items, bool profile_memory, bool with_flops,
+         const std::optional<std::string>& sort_by, int row_limit, int max_src_column_width,
+         int max_name_column_width, int max_shapes_column_width,
+         const std::optional<std::string>& header, bool top_level_events_only,
+         const std::optional<std::string>& time_unit) {
+        KeyAverages k(rows_of(items));
+        k.profile_memory = profile_memory;
+        k.with_flops = with_flops;
+        py::gil_scoped_release release;
+        return table(k, sort_by, row_limit, max_src_column_width, max_name_column_width,
+                     max_shapes_column_width, header, top_level_events_only, time_unit);
+      },
+      "The operator table of FunctionEvent or FunctionEventAvg objects (EventList.table()).",
+      py::arg("items"), py::kw_only(), py::arg("profile_memory") = false,
+      py::arg("with_flops") = false, py::arg("sort_by") = py::none(), py::arg("row_limit") = 100,
+      py::arg("max_src_column_width") = 75, py::arg("max_name_column_width") = 55,
+      py::arg("max_shapes_column_width") = 80, py::arg("header") = py::none(),
+      py::arg("top_level_events_only") = false, py::arg("time_unit") = py::none());
+  m.def(
+      "total_average_of",
+      [](const py::list& items) {
+        FunctionEventAvg total;
+        total.key = "Total";
+        for (const FunctionEventAvg& r : rows_of(items)) {
+          total.count += r.count;
+          total.cpu_time_total_ns += r.cpu_time_total_ns;
+          total.self_cpu_time_total_ns += r.self_cpu_time_total_ns;
+          total.cpu_memory_usage += r.cpu_memory_usage;
+          total.self_cpu_memory_usage += r.self_cpu_memory_usage;
+          total.flops += r.flops;
+        }
+        return total;
+      },
+      "All the items summed into one FunctionEventAvg keyed \"Total\" (EventList.total_average()).",
+      py::arg("items"));
 
   py::class_<FunctionEvent>(m, "FunctionEvent", "One recorded event.")
+      .def_property_readonly("_result", [](const FunctionEvent& f) { return f.view; })
+      .def_property_readonly("_index", [](const FunctionEvent& f) { return f.index; })
       .def_property_readonly("id", [](const FunctionEvent& f) { return f.event().handle; })
-      .def_property_readonly("name", [](const FunctionEvent& f) { return f.event().name; })
-      .def_property_readonly("key", [](const FunctionEvent& f) { return f.event().name; })
-      .def_property_readonly("kind", [](const FunctionEvent& f) { return kind_name(f.event().kind); })
-      .def_property_readonly("scope",
+      // As torch: the steps' ranges are "ProfilerStep*" here and keep their number in
+      // trace_name (and in the Chrome trace).
+      .def_property_readonly("name",
+                             [](const FunctionEvent& f) { return row_name(f.event().name); })
+      .def_property_readonly("key", [](const FunctionEvent& f) { return row_name(f.event().name); })
+      .def_property_readonly("trace_name", [](const FunctionEvent& f) { return f.event().name; })
+      .def_property_readonly("kind",
+                             [](const FunctionEvent& f) { return kind_name(f.event().kind); })
+      .def_property_readonly(
+          "scope", [](const FunctionEvent& f) { return static_cast<int>(f.event().scope); })
+      .def_property_readonly("scope_name",
                              [](const FunctionEvent& f) { return scope_name(f.event().scope); })
-      .def_property_readonly("is_async", [](const FunctionEvent& f) {
-        return f.event().kind == EventKind::kAsyncRange;
-      })
-      .def_property_readonly("is_user_annotation", [](const FunctionEvent& f) {
-        return f.event().scope == RecordScope::kUserScope;
-      })
-      .def_property_readonly("thread",
-                             [](const FunctionEvent& f) {
-                               return f.view->result().threads()[f.event().thread].tid;
-                             })
-      .def_property_readonly("thread_name",
-                             [](const FunctionEvent& f) {
-                               return f.view->result().threads()[f.event().thread].name;
-                             })
+      .def_property_readonly("count", [](const FunctionEvent&) { return 1; })
+      .def_property_readonly(
+          "cpu_time", [](const FunctionEvent& f) { return ns_to_us(f.event().duration_ns()); })
+      .def_property_readonly(
+          "cpu_time_str",
+          [](const FunctionEvent& f) { return format_time_us(ns_to_us(f.event().duration_ns())); })
+      .def_property_readonly(
+          "cpu_time_total_str",
+          [](const FunctionEvent& f) { return format_time_us(ns_to_us(f.event().duration_ns())); })
+      .def_property_readonly(
+          "self_cpu_time_total_str",
+          [](const FunctionEvent& f) { return format_time_us(ns_to_us(f.event().self_ns)); })
+      .def_property_readonly("cuda_time", [](const FunctionEvent&) { return 0.0; })
+      .def_property_readonly("cuda_time_total", [](const FunctionEvent&) { return 0.0; })
+      .def_property_readonly("self_cuda_time_total", [](const FunctionEvent&) { return 0.0; })
+      .def_property_readonly("cuda_time_str",
+                             [](const FunctionEvent&) { return format_time_us(0); })
+      .def_property_readonly("cuda_time_total_str",
+                             [](const FunctionEvent&) { return format_time_us(0); })
+      .def_property_readonly("self_cuda_time_total_str",
+                             [](const FunctionEvent&) { return format_time_us(0); })
+      .def_property_readonly("cpu_memory_usage",
+                             [](const FunctionEvent& f) { return f.cpu_memory(false); })
+      .def_property_readonly("self_cpu_memory_usage",
+                             [](const FunctionEvent& f) { return f.cpu_memory(true); })
+      .def_property_readonly("cuda_memory_usage", [](const FunctionEvent&) { return 0; })
+      .def_property_readonly("self_cuda_memory_usage", [](const FunctionEvent&) { return 0; })
+      .def_property_readonly("time_range", &time_range)
+      .def_property_readonly("is_remote", [](const FunctionEvent&) { return false; })
+      .def_property_readonly("is_legacy", [](const FunctionEvent&) { return false; })
+      .def_property_readonly("kernels", [](const FunctionEvent&) { return py::list(); })
+      .def_property_readonly("device_index", [](const FunctionEvent&) { return 0; })
+      .def_property_readonly(
+          "is_async",
+          [](const FunctionEvent& f) { return f.event().kind == EventKind::kAsyncRange; })
+      .def_property_readonly(
+          "is_user_annotation",
+          [](const FunctionEvent& f) { return f.event().scope == RecordScope::kUserScope; })
+      .def_property_readonly(
+          "thread",
+          [](const FunctionEvent& f) { return f.view->result().threads()[f.event().thread].tid; })
+      .def_property_readonly(
+          "thread_name",
+          [](const FunctionEvent& f) { return f.view->result().threads()[f.event().thread].name; })
       .def_property_readonly("start_ns", [](const FunctionEvent& f) { return f.event().start_ns; })
       .def_property_readonly("end_ns", [](const FunctionEvent& f) { return f.event().end_ns; })
-      .def_property_readonly("start_us",
-                             [](const FunctionEvent& f) {
-                               return ns_to_us(f.event().start_ns -
-                                               f.view->result().start_time_ns());
-                             })
+      .def_property_readonly(
+          "start_us",
+          [](const FunctionEvent& f) {
+            return ns_to_us(f.event().start_ns - f.view->result().start_time_ns());
+          })
       .def_property_readonly("end_us",
                              [](const FunctionEvent& f) {
-                               return ns_to_us(f.event().end_ns -
-                                               f.view->result().start_time_ns());
+                               return ns_to_us(f.event().end_ns - f.view->result().start_time_ns());
                              })
-      .def_property_readonly("cpu_time_total",
-                             [](const FunctionEvent& f) { return ns_to_us(f.event().duration_ns()); })
+      .def_property_readonly(
+          "cpu_time_total",
+          [](const FunctionEvent& f) { return ns_to_us(f.event().duration_ns()); })
       .def_property_readonly("self_cpu_time_total",
                              [](const FunctionEvent& f) { return ns_to_us(f.event().self_ns); })
       .def_property_readonly("sequence_nr",
                              [](const FunctionEvent& f) { return f.event().sequence_nr; })
       .def_property_readonly("fwd_thread",
                              [](const FunctionEvent& f) { return f.event().forward_thread_id; })
-      .def_property_readonly("cpu_parent",
-                             [](const FunctionEvent& f) { return event_at(f.view, f.event().parent); })
-      .def_property_readonly("cpu_children",
-                             [](const FunctionEvent& f) {
-                               py::list out;
-                               for (std::int32_t c : f.view->result().children(
-                                        static_cast<std::size_t>(f.index))) {
-                                 out.append(event_at(f.view, c));
-                               }
-                               return out;
-                             })
+      .def_property_readonly(
+          "cpu_parent", [](const FunctionEvent& f) { return event_at(f.view, f.event().parent); })
+      .def_property_readonly(
+          "cpu_children",
+          [](const FunctionEvent& f) {
+            py::list out;
+            for (std::int32_t c : f.view->result().children(static_cast<std::size_t>(f.index))) {
+              out.append(event_at(f.view, c));
+            }
+            return out;
+          })
       .def_property_readonly("input_shapes",
                              [](const FunctionEvent& f) {
                                py::list out;
@@ -258,12 +405,10 @@ void bind_results(py::module_& m) {
                                return f.event().kind == EventKind::kMemory && d ? d->memory.bytes
                                                                                 : 0;
                              })
-      .def_property_readonly("device_type", [](const FunctionEvent&) { return "CPU"; })
+      .def_property_readonly("device_type", [](const FunctionEvent&) { return DeviceType::kCPU; })
       .def_property_readonly("node_id", [](const FunctionEvent&) { return -1; })
-      .def("__eq__",
-           [](const FunctionEvent& a, const FunctionEvent& b) {
-             return a.view == b.view && a.index == b.index;
-           })
+      .def("__eq__", [](const FunctionEvent& a,
+                        const FunctionEvent& b) { return a.view == b.view && a.index == b.index; })
       .def("__hash__",
            [](const FunctionEvent& f) {
              return std::hash<const void*>()(f.view.get()) ^ static_cast<std::size_t>(f.index);
@@ -279,8 +424,61 @@ void bind_results(py::module_& m) {
                                "The statistics of the events sharing one key.")
       .def_readonly("key", &FunctionEventAvg::key)
       .def_readonly("count", &FunctionEventAvg::count)
-      .def_property_readonly("cpu_time_total",
-                             [](const FunctionEventAvg& a) { return ns_to_us(a.cpu_time_total_ns); })
+      .def_property_readonly(
+          "cpu_time_str",
+          [](const FunctionEventAvg& a) { return format_time_us(a.cpu_time_avg_ns() / 1000.0); })
+      .def_property_readonly(
+          "cpu_time_total_str",
+          [](const FunctionEventAvg& a) { return format_time_us(ns_to_us(a.cpu_time_total_ns)); })
+      .def_property_readonly("self_cpu_time_total_str",
+                             [](const FunctionEventAvg& a) {
+                               return format_time_us(ns_to_us(a.self_cpu_time_total_ns));
+                             })
+      .def_property_readonly("cuda_time", [](const FunctionEventAvg&) { return 0.0; })
+      .def_property_readonly("cuda_time_total", [](const FunctionEventAvg&) { return 0.0; })
+      .def_property_readonly("self_cuda_time_total", [](const FunctionEventAvg&) { return 0.0; })
+      .def_property_readonly("cuda_time_str",
+                             [](const FunctionEventAvg&) { return format_time_us(0); })
+      .def_property_readonly("cuda_time_total_str",
+                             [](const FunctionEventAvg&) { return format_time_us(0); })
+      .def_property_readonly("self_cuda_time_total_str",
+                             [](const FunctionEventAvg&) { return format_time_us(0); })
+      .def_property_readonly("cuda_memory_usage", [](const FunctionEventAvg&) { return 0; })
+      .def_property_readonly("self_cuda_memory_usage", [](const FunctionEventAvg&) { return 0; })
+      .def_property_readonly("device_type",
+                             [](const FunctionEventAvg&) { return DeviceType::kCPU; })
+      .def_property_readonly("is_remote", [](const FunctionEventAvg& a) { return a.node_id >= 0; })
+      .def_property_readonly("is_legacy", [](const FunctionEventAvg&) { return false; })
+      .def_property_readonly("scope", [](const FunctionEventAvg&) { return py::none(); })
+      .def(
+          "add",
+          [](FunctionEventAvg& a, const py::object& other) -> FunctionEventAvg& {
+            py::list one;
+            one.append(other);
+            for (const FunctionEventAvg& r : rows_of(one)) {
+              if (a.count == 0) a.key = r.key;
+              a.count += r.count;
+              a.cpu_time_total_ns += r.cpu_time_total_ns;
+              a.self_cpu_time_total_ns += r.self_cpu_time_total_ns;
+              a.cpu_memory_usage += r.cpu_memory_usage;
+              a.self_cpu_memory_usage += r.self_cpu_memory_usage;
+              a.flops += r.flops;
+              a.is_async |= r.is_async;
+            }
+            return a;
+          },
+          py::arg("other"), py::return_value_policy::reference_internal,
+          "Adds a FunctionEvent or another FunctionEventAvg to these statistics (torch's add).")
+      .def(
+          "__iadd__",
+          [](FunctionEventAvg& a, const py::object& other) -> FunctionEventAvg& {
+            return py::cast(a).attr("add")(other).cast<FunctionEventAvg&>();
+          },
+          py::return_value_policy::reference_internal)
+      .def_property_readonly("cpu_parent", [](const FunctionEventAvg&) { return py::none(); })
+      .def_property_readonly("cpu_children", [](const FunctionEventAvg&) { return py::none(); })
+      .def_property_readonly(
+          "cpu_time_total", [](const FunctionEventAvg& a) { return ns_to_us(a.cpu_time_total_ns); })
       .def_property_readonly(
           "self_cpu_time_total",
           [](const FunctionEventAvg& a) { return ns_to_us(a.self_cpu_time_total_ns); })
@@ -289,7 +487,8 @@ void bind_results(py::module_& m) {
       .def_readonly("cpu_memory_usage", &FunctionEventAvg::cpu_memory_usage)
       .def_readonly("self_cpu_memory_usage", &FunctionEventAvg::self_cpu_memory_usage)
       .def_readonly("flops", &FunctionEventAvg::flops)
-      .def_readonly("input_shapes", &FunctionEventAvg::input_shapes)
+      .def_property_readonly("input_shapes",
+                             [](const FunctionEventAvg& a) { return shapes_list(a.input_shapes); })
       .def_readonly("stack", &FunctionEventAvg::stack)
       .def_readonly("node_id", &FunctionEventAvg::node_id)
       .def_readonly("is_async", &FunctionEventAvg::is_async)
@@ -310,7 +509,7 @@ void bind_results(py::module_& m) {
       .def("table", &table, py::arg("sort_by") = py::none(), py::arg("row_limit") = 100,
            py::arg("max_src_column_width") = 75, py::arg("max_name_column_width") = 55,
            py::arg("max_shapes_column_width") = 80, py::arg("header") = py::none(),
-           py::arg("top_level_events_only") = false, Release())
+           py::arg("top_level_events_only") = false, py::arg("time_unit") = py::none(), Release())
       .def("__str__", [](const KeyAverages& k) {
         py::gil_scoped_release release;
         return k.table();

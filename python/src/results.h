@@ -5,10 +5,12 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/symbolizer.h"
+#include "opscope/key_averages.h"
 #include "opscope/result.h"
 
 namespace opscope::python {
@@ -24,10 +26,15 @@ class ResultView {
   // are symbolized once per address for the life of this view. Thread-safe.
   std::vector<std::string> stack(const Event& event);
 
+  // Bytes of allocation reports inside event `index` (children included) and directly in it;
+  // 0 without the memory lens. Summed once for the whole window, on first use. Thread-safe.
+  std::int64_t memory(std::size_t index, bool self);
+
  private:
   std::shared_ptr<const ProfilerResult> result_;
   std::mutex mutex_;
   std::unique_ptr<analysis::Symbolizer> symbolizer_;  // made on first use: it reads /proc
+  std::optional<EventMemory> memory_;                 // made on first use
 };
 
 }  // namespace opscope::python

@@ -64,5 +64,5 @@ def test_ranges_through_the_capsule_land_in_the_session():
     outers = [e for e in p.events() if e.name == "capi_outer"]
     assert sorted(e.thread for e in outers) == sorted(tids)
     for outer in outers:
-        assert outer.scope == "USER_SCOPE"
-        assert [(c.name, c.scope) for c in outer.cpu_children] == [("capi_inner", "FUNCTION")]
+        assert outer.scope_name == "USER_SCOPE"
+        assert [(c.name, c.scope_name) for c in outer.cpu_children] == [("capi_inner", "FUNCTION")]

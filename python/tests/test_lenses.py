@@ -59,7 +59,7 @@ def test_group_by_input_shape_splits_rows():
             pass
         with RecordFunctionFast("fast", [3, 4]):
             pass
-    rows = {row.input_shapes: row.count for row in p.key_averages(group_by_input_shape=True) if row.key == "fast"}
+    rows = {str(row.input_shapes): row.count for row in p.key_averages(group_by_input_shape=True) if row.key == "fast"}
     assert rows == {"[[]]": 1, "[[], []]": 2}
     table = p.key_averages(group_by_input_shape=True).table()
     assert "Input Shapes" in table

@@ -61,8 +61,8 @@ def test_cpp_threads_land_in_the_same_session():
     assert sorted(e.thread for e in outers) == sorted(native_tids)
     for outer in outers:
         assert [c.name for c in outer.cpu_children] == ["native_inner"] * 5
-        assert outer.scope == "USER_SCOPE"
-        assert outer.cpu_children[0].scope == "FUNCTION"
+        assert outer.scope_name == "USER_SCOPE"
+        assert outer.cpu_children[0].scope_name == "FUNCTION"
 
 
 def test_threads_keep_recording_while_the_profiler_exports(tmp_path):

@@ -30,7 +30,7 @@ struct GroupKey {
   std::string_view name;
 };
 
-GroupKey key_of(const Event& e) { return GroupKey{e.name}; }
+GroupKey key_of(const Event& e) { return GroupKey{row_name(e.name)}; }
 
 bool text_equal(const GroupKey& a, const GroupKey& b) { return a.name == b.name; }
 
@@ -82,24 +82,9 @@ struct LensSums {
 
   explicit LensSums(const ProfilerResult& result) {
     const std::vector<Event>& events = result.events();
-    if (result.lenses().profile_memory) {
-      self_memory.assign(events.size(), 0);
-      for (const Event& e : events) {
-        if (e.kind != EventKind::kMemory || e.parent < 0) continue;
-        const EventDetail* d = result.detail(e);
-        if (d != nullptr && d->memory.action != MemoryAction::kVersion) {
-          self_memory[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
-        }
-      }
-      // Children follow their parents in events(), so one backward pass sums subtrees.
-      memory = self_memory;
-      for (std::size_t i = events.size(); i-- > 0;) {
-        const Event& e = events[i];
-        if (e.kind == EventKind::kRange && e.parent >= 0) {
-          memory[static_cast<std::size_t>(e.parent)] += memory[i];
-        }
-      }
-    }
+    EventMemory m = event_memory(result);
+    memory = std::move(m.total);
+    self_memory = std::move(m.self);
     if (result.lenses().with_flops) {
       flops.assign(events.size(), 0);
       for (std::size_t i = 0; i < events.size(); ++i) {
@@ -116,6 +101,20 @@ struct LensSums {
     if (!flops.empty()) p.flops += flops[i];
   }
 };
+
+FunctionEventAvg row_of(const Partial& p) {
+  FunctionEventAvg row;
+  row.key = std::string(p.key.name);
+  row.count = p.count;
+  row.cpu_time_total_ns = p.total_ns;
+  row.self_cpu_time_total_ns = p.self_ns;
+  row.is_async = p.is_async;
+  row.top_level = p.top_level;
+  row.cpu_memory_usage = p.memory;
+  row.self_cpu_memory_usage = p.self_memory;
+  row.flops = p.flops;
+  return row;
+}
 
 bool is_row_event(const Event& e) {
   return e.kind != EventKind::kInstant && e.kind != EventKind::kMemory;
@@ -174,8 +173,16 @@ class IdentityTable {
 
 }  // namespace
 
-KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape,
-                         int group_by_stack_n) {
+std::string_view row_name(std::string_view name) {
+  // One static string, so that identity grouping sees every step as one key.
+  static constexpr std::string_view kSteps = "ProfilerStep*";
+  return name.starts_with("ProfilerStep#") ? kSteps : name;
+}
+
+namespace {
+
+KeyAverages average(const ProfilerResult& result, const std::vector<bool>* included,
+                    bool group_by_input_shape, int group_by_stack_n) {
   if (group_by_stack_n < 0) {
     throw Error("key_averages: group_by_stack_n must be >= 0 (0 = do not group by stack), got " +
                 std::to_string(group_by_stack_n));
@@ -194,8 +201,8 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
     const auto s = static_cast<std::size_t>(d->stack);
     if (!stack_done[s]) {
       if (!symbolizer) symbolizer.emplace();
-      stack_texts[s] = analysis::stack_text(result, e, *symbolizer,
-                                            static_cast<std::size_t>(group_by_stack_n));
+      stack_texts[s] =
+          analysis::stack_text(result, e, *symbolizer, static_cast<std::size_t>(group_by_stack_n));
       stack_done[s] = true;
     }
     return &stack_texts[s];
@@ -211,14 +218,14 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
     std::unordered_map<std::string, std::size_t> row_of;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      if (!is_row_event(e)) continue;
-      std::string key(e.name);
+      if (!is_row_event(e) || (included != nullptr && !(*included)[i])) continue;
+      std::string key(row_name(e.name));
       if (group_by_input_shape) key.append("\x1f").append(shapes_of(e));
       if (const auto* stack = stack_of(e)) {
         for (const std::string& f : *stack) key.append("\x1f").append(f);
       }
       auto [it, added] = row_of.try_emplace(std::move(key), merged.size());
-      if (added) merged.push_back(Partial{.key = GroupKey{e.name}, .first = i});
+      if (added) merged.push_back(Partial{.key = key_of(e), .first = i});
       Partial& p = merged[it->second];
       p.add(e);
       sums.add(p, i);
@@ -228,7 +235,7 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
     IdentityTable table;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      if (!is_row_event(e)) continue;
+      if (!is_row_event(e) || (included != nullptr && !(*included)[i])) continue;
       Partial& p = partials[table.find_or_add(key_of(e), partials)];
       if (p.count == 0) p.first = i;
       p.add(e);
@@ -252,16 +259,7 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
   std::vector<FunctionEventAvg> rows;
   rows.reserve(merged.size());
   for (const Partial& p : merged) {
-    FunctionEventAvg row;
-    row.key = std::string(p.key.name);
-    row.count = p.count;
-    row.cpu_time_total_ns = p.total_ns;
-    row.self_cpu_time_total_ns = p.self_ns;
-    row.is_async = p.is_async;
-    row.top_level = p.top_level;
-    row.cpu_memory_usage = p.memory;
-    row.self_cpu_memory_usage = p.self_memory;
-    row.flops = p.flops;
+    FunctionEventAvg row = row_of(p);
     if (group_by_input_shape) row.input_shapes = shapes_of(events[p.first]);
     if (const auto* stack = stack_of(events[p.first])) row.stack = *stack;
     rows.push_back(std::move(row));
@@ -270,6 +268,79 @@ KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape
   out.profile_memory = result.lenses().profile_memory;
   out.with_flops = result.lenses().with_flops;
   return out;
+}
+
+}  // namespace
+
+EventMemory event_memory(const ProfilerResult& result) {
+  EventMemory out;
+  if (!result.lenses().profile_memory) return out;
+  const std::vector<Event>& events = result.events();
+  out.self.assign(events.size(), 0);
+  for (const Event& e : events) {
+    if (e.kind != EventKind::kMemory || e.parent < 0) continue;
+    const EventDetail* d = result.detail(e);
+    if (d != nullptr && d->memory.action != MemoryAction::kVersion) {
+      out.self[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
+    }
+  }
+  // Children follow their parents in events(), so one backward pass sums subtrees.
+  out.total = out.self;
+  for (std::size_t i = events.size(); i-- > 0;) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::kRange && e.parent >= 0) {
+      out.total[static_cast<std::size_t>(e.parent)] += out.total[i];
+    }
+  }
+  return out;
+}
+
+KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape,
+                         int group_by_stack_n) {
+  return average(result, nullptr, group_by_input_shape, group_by_stack_n);
+}
+
+KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int32_t> events,
+                         bool group_by_input_shape, int group_by_stack_n) {
+  std::vector<bool> included(result.events().size(), false);
+  for (const std::int32_t i : events) {
+    if (i < 0 || static_cast<std::size_t>(i) >= included.size()) {
+      throw Error("key_averages: event index " + std::to_string(i) + " is not in the result (" +
+                  std::to_string(included.size()) + " events)");
+    }
+    included[static_cast<std::size_t>(i)] = true;
+  }
+  return average(result, &included, group_by_input_shape, group_by_stack_n);
+}
+
+std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
+                                         std::span<const std::int32_t> indices) {
+  const std::vector<Event>& events = result.events();
+  const LensSums sums(result);
+  std::optional<analysis::Symbolizer> symbolizer;
+  std::vector<FunctionEventAvg> rows;
+  rows.reserve(indices.size());
+  for (const std::int32_t i : indices) {
+    if (i < 0 || static_cast<std::size_t>(i) >= events.size()) {
+      throw Error("event_rows: event index " + std::to_string(i) + " is not in the result (" +
+                  std::to_string(events.size()) + " events)");
+    }
+    const auto index = static_cast<std::size_t>(i);
+    const Event& e = events[index];
+    Partial p{.key = key_of(e)};
+    p.add(e);
+    sums.add(p, index);
+    FunctionEventAvg row = row_of(p);
+    if (const EventDetail* d = result.detail(e)) {
+      if (result.lenses().record_shapes) row.input_shapes = analysis::shapes_text(d->inputs);
+      if (d->stack >= 0) {
+        if (!symbolizer) symbolizer.emplace();
+        row.stack = analysis::stack_text(result, e, *symbolizer);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 }  // namespace opscope

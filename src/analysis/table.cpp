@@ -176,7 +176,26 @@ std::string format_memory(std::int64_t bytes) {
   return fmt::format("{} b", bytes);
 }
 
+namespace {
+
+// The table's time format for TableOptions::time_unit: fixed, or each value its own.
+using TimeFormat = std::string (*)(double time_us);
+
+TimeFormat time_format(const std::string& unit) {
+  if (unit.empty()) return format_time_us;
+  if (unit == "s") return [](double us) { return fmt::format("{:.3f}s", us / 1e6); };
+  if (unit == "ms") return [](double us) { return fmt::format("{:.3f}ms", us / 1e3); };
+  if (unit == "us") return [](double us) { return fmt::format("{:.3f}us", us); };
+  throw Error(
+      fmt::format("table(): unknown time_unit \"{}\"; use \"s\", \"ms\" or \"us\" (or "
+                  "none, for each time its own unit)",
+                  unit));
+}
+
+}  // namespace
+
 std::string KeyAverages::table(const TableOptions& options) const {
+  const TimeFormat format_time = time_format(options.time_unit);
   check_width("max_name_column_width", options.max_name_column_width);
   check_width("max_src_column_width", options.max_src_column_width);
   check_width("max_shapes_column_width", options.max_shapes_column_width);
@@ -268,10 +287,10 @@ std::string KeyAverages::table(const TableOptions& options) const {
     cells = {
         std::move(name),
         format_share(self_us, sum_self_us),
-        format_time_us(self_us),
+        format_time(self_us),
         r->is_async ? "0" : format_share(total_us, sum_self_us),  // async: not a share of a thread
-        format_time_us(total_us),
-        format_time_us(avg_us),
+        format_time(total_us),
+        format_time(avg_us),
     };
     if (profile_memory) {
       cells.push_back(format_memory(r->cpu_memory_usage));
@@ -301,7 +320,7 @@ std::string KeyAverages::table(const TableOptions& options) const {
   }
 
   layout.append_separator(out);
-  out += "Self CPU time total: " + format_time_us(sum_self_us) + "\n";
+  out += "Self CPU time total: " + format_time(sum_self_us) + "\n";
   return out;
 }
 

@@ -213,13 +213,6 @@ struct ThreadHook {
 };
 thread_local ThreadHook t_hook;
 
-std::string read_thread_name(std::uint64_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-
 void register_thread(ThreadContext& c) {
   SlowPathScope slow;
   auto buffer = std::make_shared<ThreadBuffer>();
@@ -265,6 +258,13 @@ void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
 }
 
 }  // namespace
+
+std::string thread_name(std::uint64_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
 
 std::uint64_t current_tid() noexcept { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }
 
@@ -364,7 +364,7 @@ Drained drain(std::uint32_t epoch) {
       t.slot = b->slot;
       t.tid = b->tid;
       if (!b->exited) {
-        std::string fresh = read_thread_name(b->tid);
+        std::string fresh = thread_name(b->tid);
         if (!fresh.empty()) b->name = std::move(fresh);
       }
       t.name = b->name;

@@ -81,6 +81,8 @@ bool in_slow_path() noexcept;
 std::uint64_t current_tid() noexcept;
 // OS id of the thread registered in `slot`, or 0.
 std::uint64_t tid_of_slot(std::uint16_t slot) noexcept;
+// The name of this process's thread `tid` (its /proc comm), or "" once it has exited.
+std::string thread_name(std::uint64_t tid);
 
 // Sets or clears state flags other than the session's (the record layer's kStateCallbacks).
 void set_state_flag(std::uint32_t flag, bool on) noexcept;

@@ -102,8 +102,11 @@ struct Profiler::Impl {
   bool started = false;
   bool steps_taken = false;
   bool trace_ready_fired = false;
+  // As torch.profiler: steps are ranges only when a schedule was given.
+  bool record_steps = false;
 
   void begin_step_range() {
+    if (!record_steps) return;
     step_range.emplace("ProfilerStep#" + std::to_string(step_num), RecordScope::kUserScope);
   }
   void end_step_range() {
@@ -177,6 +180,7 @@ struct Profiler::Impl {
 
 Profiler::Profiler(ProfilerConfig config) : impl_(std::make_unique<Impl>()) {
   if (config.activities.empty()) config.activities = supported_activities();
+  impl_->record_steps = static_cast<bool>(config.schedule);
   impl_->schedule = config.schedule ? config.schedule : default_schedule();
   impl_->not_recorded = unrecorded(config);
   impl_->config = std::move(config);

@@ -266,9 +266,18 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
         memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
       } else {
-        // Ended on another thread: shown on the thread that began it, when that one recorded.
+        // Ended on another thread: shown on the thread that began it, which joins the
+        // result if it recorded nothing itself.
         e.kind = EventKind::kAsyncRange;
         auto it = thread_of_slot.find(r.thread);
+        if (it == thread_of_slot.end()) {
+          const std::uint64_t tid = collect::tid_of_slot(r.thread);
+          it = tid == 0
+                   ? it
+                   : thread_of_slot
+                         .emplace(r.thread, builder.add_thread({tid, collect::thread_name(tid)}))
+                         .first;
+        }
         e.thread = it != thread_of_slot.end() ? it->second : own;
         e.end_thread = own;
       }

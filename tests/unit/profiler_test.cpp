@@ -30,8 +30,10 @@ int count_named(const ProfilerResult& r, std::string_view name) {
 
 using testing::error_of;
 
+// As torch.profiler: with a schedule, each step is a "ProfilerStep#N" range holding the
+// step's work.
 TEST(Profiler, WrapsEachStepInAProfilerStepRange) {
-  Profiler prof;
+  Profiler prof({.schedule = [](std::int64_t) { return ProfilerAction::kRecord; }});
   prof.start();
   for (int i = 0; i < 3; ++i) {
     { OPSCOPE_RECORD_FUNCTION("work"); }
@@ -89,12 +91,33 @@ TEST(Profiler, DefaultScheduleFiresOnceAtStop) {
   int fired = 0;
   Profiler prof({.on_trace_ready = [&](Profiler& p) {
     ++fired;
-    EXPECT_EQ(count_named(p.result(), "ProfilerStep#1"), 1);
+    EXPECT_EQ(count_named(p.result(), "work"), 2);
   }});
   prof.start();
+  { OPSCOPE_RECORD_FUNCTION("work"); }
   prof.step();
+  { OPSCOPE_RECORD_FUNCTION("work"); }
   prof.stop();
   EXPECT_EQ(fired, 1);
+}
+
+// Without a schedule the steps are only counted, as in torch.profiler: no "ProfilerStep#N"
+// ranges, the user's ranges are the top level, and a window with nothing in it is empty.
+TEST(Profiler, NoScheduleMeansNoStepRanges) {
+  Profiler prof;
+  prof.start();
+  { OPSCOPE_RECORD_FUNCTION("work"); }
+  prof.step();
+  prof.stop();
+  ASSERT_EQ(prof.result().events().size(), 1u);
+  EXPECT_EQ(prof.result().events()[0].name, "work");
+  EXPECT_EQ(prof.result().events()[0].parent, -1);
+  EXPECT_EQ(prof.step_num(), 1);
+  Profiler empty;
+  empty.start();
+  empty.stop();
+  EXPECT_TRUE(empty.result().events().empty());
+  EXPECT_EQ(empty.key_averages().table(), "");
 }
 
 TEST(Profiler, IncorrectScheduleWarns) {
@@ -172,6 +195,7 @@ TEST(Profiler, CudaWithoutBackendIsAcceptedAndMarked) {
 TEST(Profiler, RecordsWorkerThreadsByDefault) {
   Profiler prof;
   prof.start();
+  { OPSCOPE_RECORD_FUNCTION("on_main"); }
   std::thread([] { OPSCOPE_RECORD_FUNCTION("on_worker"); }).join();
   prof.stop();
   EXPECT_EQ(count_named(prof.result(), "on_worker"), 1);

@@ -1,0 +1,154 @@
+"""The result types of opscope's profilers, shaped like ``torch.autograd.profiler_util``.
+
+``profile.events()`` and ``profile.key_averages()`` return an :class:`EventList`: a ``list``
+(slicing, ``len``, iteration and sorting work as on any list) of ``FunctionEvent`` or
+``FunctionEventAvg`` objects, with torch's methods: ``table()``, ``key_averages()``,
+``total_average()``, ``self_cpu_time_total``, ``export_chrome_trace()`` and
+``export_stacks()``. The events themselves are native objects (``opscope._C``) reading the
+window's immutable result; tables are rendered by the same C++ code as
+``opscope::KeyAverages::table()``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, List, Optional
+
+from . import _C
+
+__all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "DeviceType", "Interval"]
+
+FunctionEvent = _C.FunctionEvent
+FunctionEventAvg = _C.FunctionEventAvg
+DeviceType = _C.DeviceType
+
+_STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
+
+
+class Interval:
+    """A span of a trace in microseconds, as ``FunctionEvent.time_range`` gives it."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: float, end: float):
+        self.start = start
+        self.end = end
+
+    def elapsed_us(self) -> float:
+        return self.end - self.start
+
+    def __repr__(self) -> str:
+        return f"Interval(start={self.start}, end={self.end})"
+
+
+class EventList(list):
+    """A list of events (``profile.events()``) or of averages (``key_averages()``).
+
+    Besides being a list it renders the operator table and exports the window the events came
+    from. A list built by hand from events of one window (``EventList(e for e in events if
+    ...)``) works too: the table and averages are then of the events it holds.
+    """
+
+    def __init__(self, items: Iterable[Any] = (), *, _result: Optional[_C.Result] = None,
+                 _lenses: Optional[dict] = None):
+        super().__init__(items)
+        self._result = _result
+        self._lenses = _lenses or {}
+
+    def _window(self) -> _C.Result:
+        if self._result is None:
+            for item in self:
+                if isinstance(item, FunctionEvent):
+                    self._result = item._result
+                    break
+        if self._result is None:
+            raise RuntimeError(
+                "this EventList holds no events of a recorded window, so there is nothing to "
+                "export; export from profile.events() or the profile itself"
+            )
+        return self._result
+
+    def table(self, sort_by: Optional[str] = None, row_limit: int = 100,
+              max_src_column_width: int = 75, max_name_column_width: int = 55,
+              max_shapes_column_width: int = 80, header: Optional[str] = None,
+              top_level_events_only: bool = False, time_unit: Optional[str] = None) -> str:
+        """Prints an EventList as a nicely formatted table.
+
+        Args:
+            sort_by (str, optional): Attribute used to sort entries. By default they are
+                printed in the same order as they were registered. Valid keys include:
+                ``cpu_time``, ``cuda_time``, ``cpu_time_total``, ``cuda_time_total``,
+                ``cpu_memory_usage``, ``cuda_memory_usage``, ``self_cpu_memory_usage``,
+                ``self_cuda_memory_usage``, ``count``.
+            top_level_events_only (bool, optional): Boolean flag to determine the selection
+                of events to display. If true, the profiler will only display events at top
+                level like top-level invocation of python ``lstm.forward()``.
+            time_unit (str, optional): ``"s"``, ``"ms"`` or ``"us"`` for every time in the
+                table; by default each time picks its own.
+
+        Returns:
+            A string containing the table.
+        """
+        return _C.table_of(
+            list(self), profile_memory=bool(self._lenses.get("profile_memory")),
+            with_flops=bool(self._lenses.get("with_flops")), sort_by=sort_by,
+            row_limit=row_limit, max_src_column_width=max_src_column_width,
+            max_name_column_width=max_name_column_width,
+            max_shapes_column_width=max_shapes_column_width, header=header,
+            top_level_events_only=top_level_events_only, time_unit=time_unit)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def key_averages(self, group_by_input_shape: bool = False,
+                     group_by_stack_n: int = 0) -> "EventList":
+        """Averages all function events over their keys.
+
+        Args:
+            group_by_input_shape: group entries by (event name, input shapes) rather than
+                just event name. This is useful to see which input shapes contribute to the
+                runtime the most and may help with size-specific optimizations or choosing
+                the best candidates for quantization (aka fitting a roof line).
+            group_by_stack_n: group by top n stack trace entries.
+
+        Returns:
+            An EventList containing FunctionEventAvg objects.
+        """
+        events = [e for e in self if isinstance(e, FunctionEvent)]
+        if len(events) != len(self):
+            raise TypeError("key_averages() averages FunctionEvents; this list holds averages")
+        result = self._window() if events else self._result
+        if result is None:
+            return EventList(_lenses=self._lenses)
+        rows = result.key_averages_of([e._index for e in events], group_by_input_shape,
+                                      group_by_stack_n)
+        return EventList(rows, _result=result, _lenses=self._lenses)
+
+    def total_average(self) -> FunctionEventAvg:
+        """Averages all events.
+
+        Returns:
+            A FunctionEventAvg object keyed "Total".
+        """
+        return _C.total_average_of(list(self))
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        """Returns total time spent on CPU obtained as a sum of all self times across all
+        the events."""
+        return sum(e.self_cpu_time_total for e in self)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Exports the window these events came from as a Chrome/Perfetto trace
+        (``chrome://tracing``, https://ui.perfetto.dev); gzip when ``path`` ends in .gz."""
+        self._window().export_chrome_trace(os.fspath(path))
+
+    def supported_export_stacks_metrics(self) -> List[str]:
+        return list(_STACK_METRICS)
+
+    def export_stacks(self, path: str, metric: str) -> None:
+        """Writes the window's stacks in the collapsed format flame-graph tools read."""
+        if metric not in _STACK_METRICS:
+            raise ValueError(
+                "metric should be one of: " + str(self.supported_export_stacks_metrics()))
+        self._window().export_stacks(os.fspath(path), metric)
