@@ -191,6 +191,8 @@ def _decorate(rf: record_function, func: Callable) -> Callable:
         with record_function(name, args):
             return func(*a, **kw)
 
+    # Stacks show the decorated function, not this wrapper (all wrappers share its code).
+    _C._hide_frames_of(wrapped.__code__)
     return wrapped
 
 
@@ -519,3 +521,10 @@ class profile:
         if not self._native.has_result():
             return None
         return self._native.stats()
+
+
+# A step range begins inside profile.start() or profile.step(), called from the user's code
+# (or from __enter__): its stack starts at that call, without opscope's own frames.
+for _method in (profile.start, profile.step, profile.__enter__):
+    _C._hide_frames_of(_method.__code__)
+del _method

@@ -20,10 +20,12 @@
 #include <vector>
 
 #include "bindings.h"
+#include "collect/collector.h"
 #include "common.h"
 #include "opscope/execution_trace.h"
 #include "opscope/legacy.h"
 #include "opscope/schedule.h"
+#include "python_stacks.h"
 #include "results.h"
 
 namespace opscope::python {
@@ -71,7 +73,9 @@ Schedule to_schedule(const py::object& schedule) {
 
 // The native profiler and the lock its methods take (see the top of this file).
 struct PyProfiler {
-  explicit PyProfiler(ProfilerConfig config) : profiler(std::move(config)) {}
+  explicit PyProfiler(ProfilerConfig config)
+      : with_stack(config.lenses.with_stack), profiler(std::move(config)) {}
+  bool with_stack;
   Profiler profiler;
   std::recursive_mutex mutex;
 };
@@ -129,9 +133,30 @@ py::dict stats_dict(const SessionStats& s) {
   return d;
 }
 
+// The collector's thread name hook: a thread that registers while holding the GIL (a Python
+// thread's first range) is named by `threading`, as Python code knows it ("MainThread",
+// "loader-0"), instead of the OS name every Python thread shares ("python3"). Threads without
+// the GIL (C++ threads) keep their OS name: taking the GIL here could deadlock.
+bool threading_name(std::string* name) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_Check()) return false;
+  py::error_scope pending;  // keep any exception the thread had pending
+  try {
+    const py::object thread = py::module_::import("threading").attr("current_thread")();
+    *name = thread.attr("name").cast<std::string>();
+    return true;
+  } catch (const py::error_already_set&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void bind_profiler(py::module_& m) {
+  collect::set_thread_name_hook(&threading_name);
+  // Once the interpreter shuts down, threads that register keep their OS names.
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { collect::set_thread_name_hook(nullptr); }));
+
   py::enum_<ActivityType>(m, "ProfilerActivity", "What a profiling session records.")
       .value("CPU", ActivityType::kCPU)
       .value("CUDA", ActivityType::kCUDA);
@@ -222,13 +247,14 @@ void bind_profiler(py::module_& m) {
            py::arg("with_flops") = false, py::arg("with_modules") = false,
            py::arg("experimental_config") = py::none(),
            py::arg("execution_trace_observer") = py::none())
-      .def(
-          "start",
-          [](PyProfiler& p) {
-            Lock lock(p.mutex);
-            p.profiler.start();
-          },
-          Release())
+      .def("start",
+           [](PyProfiler& p) {
+             // The step range it begins takes the caller's Python frames.
+             const PythonStackSnapshot frames(p.with_stack);
+             py::gil_scoped_release release;
+             Lock lock(p.mutex);
+             p.profiler.start();
+           })
       .def(
           "stop",
           [](PyProfiler& p) {
@@ -236,13 +262,14 @@ void bind_profiler(py::module_& m) {
             p.profiler.stop();
           },
           Release())
-      .def(
-          "step",
-          [](PyProfiler& p) {
-            Lock lock(p.mutex);
-            p.profiler.step();
-          },
-          Release())
+      .def("step",
+           [](PyProfiler& p) {
+             // The step range it begins takes the caller's Python frames.
+             const PythonStackSnapshot frames(p.with_stack);
+             py::gil_scoped_release release;
+             Lock lock(p.mutex);
+             p.profiler.step();
+           })
       .def_property_readonly("step_num",
                              [](PyProfiler& p) {
                                py::gil_scoped_release release;

@@ -24,6 +24,8 @@
 // C++ modules: innermost first, right before the frame of the function that entered it.
 // Scopes must nest like `with` blocks on one thread; one held across a `yield` that is resumed
 // elsewhere is a misuse (its frame is then placed at the outer end).
+#include "python_stacks.h"
+
 #include <Python.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -43,7 +45,6 @@
 #include "opscope/internal/collector.h"
 #include "opscope/module.h"
 #include "python_frames.h"
-#include "python_stacks.h"
 #include "record/stack_capture.h"
 
 namespace opscope::python {
@@ -94,17 +95,40 @@ CodeRange code_range_of(const void* address) {
 // Set once at install; read by the provider (on any thread) after the release store of the
 // provider itself.
 CodeRange g_interpreter;  // the eval loop: the python3 executable, or libpython
-CodeRange g_extension;    // this module (opscope's recording code is linked into it)
+CodeRange g_extension;    // this module
+CodeRange g_library;      // libopscope.so, which this module links (the Profiler, ranges)
+
+bool is_opscope_pc(std::uintptr_t pc) { return g_extension.contains(pc) || g_library.contains(pc); }
 
 bool is_runtime_frame(std::uint64_t word) {
   if (word & kLabelFrameBit) return false;
   const auto pc = static_cast<std::uintptr_t>(word);
-  return g_interpreter.contains(pc) || g_extension.contains(pc);
+  return g_interpreter.contains(pc) || is_opscope_pc(pc);
 }
 
 bool is_extension_frame(std::uint64_t word) {
-  return (word & kLabelFrameBit) == 0 && g_extension.contains(static_cast<std::uintptr_t>(word));
+  return (word & kLabelFrameBit) == 0 && is_opscope_pc(static_cast<std::uintptr_t>(word));
 }
+
+// Code objects whose frames stacks leave out: opscope's own Python wrappers (the function
+// @record_function wraps a function with), registered by opscope/profiler.py. Guarded by the
+// GIL.
+std::array<PyCodeObject*, 4> g_hidden_code{};
+
+bool hidden(const PyCodeObject* code) {
+  for (const PyCodeObject* h : g_hidden_code) {
+    if (h == code) return true;
+  }
+  return false;
+}
+
+// The Python frames captured by a PythonStackSnapshot on this thread, as label words.
+struct Snapshot {
+  std::array<std::uint64_t, kMaxStackFrames> words{};
+  std::size_t count = 0;
+  bool active = false;
+};
+constinit thread_local Snapshot t_snapshot;
 
 // ---------------------------------------------------------------------------------------------
 // Labels of Python frames, cached per (code object, instruction offset). Guarded by the GIL:
@@ -179,7 +203,8 @@ std::uint32_t intern_frame(const RawFrame& f) {
 // The label word of a frame; 0 when it could not be made (out of memory).
 std::uint64_t label_of(const RawFrame& f) noexcept {
   CachedLabel& c = g_labels[slot_of(f.code, f.lasti)];
-  if (c.code == f.code && c.lasti == f.lasti) [[likely]] return kLabelFrameBit | c.label;
+  if (c.code == f.code && c.lasti == f.lasti) [[likely]]
+    return kLabelFrameBit | c.label;
   std::uint32_t label;
   try {
     label = intern_frame(f);
@@ -200,8 +225,7 @@ std::uint64_t label_of(const RawFrame& f) noexcept {
 // Module scopes entered from Python.
 
 struct ModuleScopeObject {
-  PyObject_HEAD
-  PyObject* name;                // str
+  PyObject_HEAD PyObject* name;  // str
   internal::ModuleFrame frame;   // stack_address nullptr: a foreign module
   const void* owner;             // the Python frame that entered it
   bool entered;
@@ -217,8 +241,28 @@ const ModuleScopeObject* scope_of(const internal::ModuleFrame* f) {
 // ---------------------------------------------------------------------------------------------
 // The provider.
 
+// Keeps the native frames that are neither opscope's nor the interpreter's at the front of
+// `words` (see python_stack) and returns how many.
+std::size_t trim_native(std::uint64_t* words, std::size_t n) {
+  std::size_t first = 0;
+  while (first < n && is_extension_frame(words[first])) ++first;
+  std::size_t end = first;
+  while (end < n && !is_runtime_frame(words[end])) ++end;
+  const std::size_t kept = end - first;
+  if (first > 0 && kept > 0) std::memmove(words, words + first, kept * sizeof(words[0]));
+  return kept;
+}
+
 std::size_t python_stack(std::uint64_t* words, std::size_t n, std::size_t max) noexcept {
-  if (!thread_holds_gil()) return n;
+  if (!thread_holds_gil()) {
+    // A range begun by opscope itself with the GIL released (a step range): the Python
+    // frames of the call that began it, captured just before.
+    const Snapshot& snap = t_snapshot;
+    if (!snap.active || snap.count == 0) return n;
+    std::size_t kept = trim_native(words, n);
+    for (std::size_t i = 0; i < snap.count && kept < max; ++i) words[kept++] = snap.words[i];
+    return kept;
+  }
   std::array<RawFrame, kMaxStackFrames> frames;
   const std::size_t count = walk_python_frames(frames.data(), std::min(max, frames.size()));
   if (count == 0) return n;  // Python is not running on this thread (a callback from C++)
@@ -229,12 +273,7 @@ std::size_t python_stack(std::uint64_t* words, std::size_t n, std::size_t max) n
   // recording through the capsule) stay, up to the first frame of the interpreter or of this
   // extension's bindings, where Python takes over: from there outward the Python frames
   // replace the native ones.
-  std::size_t first = 0;
-  while (first < n && is_extension_frame(words[first])) ++first;
-  std::size_t end = first;
-  while (end < n && !is_runtime_frame(words[end])) ++end;
-  std::size_t kept = end - first;
-  if (first > 0 && kept > 0) std::memmove(words, words + first, kept * sizeof(words[0]));
+  std::size_t kept = trim_native(words, n);
 
   const bool modules =
       (internal::g_lenses.load(std::memory_order_relaxed) & internal::kLensModules) != 0;
@@ -251,6 +290,7 @@ std::size_t python_stack(std::uint64_t* words, std::size_t n, std::size_t max) n
       module = next_foreign(module->parent);
     }
     if (kept == max) break;
+    if (hidden(frames[i].code)) continue;
     if (const std::uint64_t word = label_of(frames[i])) words[kept++] = word;
   }
   // Modules whose frame is not running (entered in a suspended generator): the outer end.
@@ -273,8 +313,7 @@ std::uint32_t intern_joined(std::string_view a, std::string_view b, std::string_
 
 PyObject* scope_enter(PyObject* op, PyObject* /*unused*/) {
   // Like C++'s ModuleScope: one relaxed load when no session records modules.
-  if (!(internal::g_lenses.load(std::memory_order_relaxed) & internal::kLensModules))
-      [[likely]] {
+  if (!(internal::g_lenses.load(std::memory_order_relaxed) & internal::kLensModules)) [[likely]] {
     Py_RETURN_NONE;
   }
   auto* self = reinterpret_cast<ModuleScopeObject*>(op);
@@ -317,8 +356,7 @@ PyObject* scope_exit(PyObject* op, PyObject* const* /*args*/, Py_ssize_t /*nargs
 int scope_init(PyObject* op, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"name", nullptr};
   PyObject* name = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:module", const_cast<char**>(keywords),
-                                   &name)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:module", const_cast<char**>(keywords), &name)) {
     return -1;
   }
   auto* self = reinterpret_cast<ModuleScopeObject*>(op);
@@ -357,6 +395,24 @@ PyTypeObject g_scope_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 }  // namespace
 
+PythonStackSnapshot::PythonStackSnapshot(bool wanted) noexcept {
+  if (!wanted || t_snapshot.active) return;  // nested: the outer one's frames stand
+  std::array<RawFrame, kMaxStackFrames> frames;
+  const std::size_t count = walk_python_frames(frames.data(), frames.size());
+  Snapshot& snap = t_snapshot;
+  snap.count = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (hidden(frames[i].code)) continue;
+    if (const std::uint64_t word = label_of(frames[i])) snap.words[snap.count++] = word;
+  }
+  snap.active = true;
+  active_ = true;
+}
+
+PythonStackSnapshot::~PythonStackSnapshot() {
+  if (active_) t_snapshot = Snapshot{};
+}
+
 void bind_python_stacks(pybind11::module_& m) {
   g_scope_type.tp_name = "opscope._C.ModuleScope";
   g_scope_type.tp_basicsize = sizeof(ModuleScopeObject);
@@ -375,8 +431,25 @@ void bind_python_stacks(pybind11::module_& m) {
   Py_INCREF(&g_scope_type);
   m.add_object("ModuleScope", reinterpret_cast<PyObject*>(&g_scope_type));
 
+  m.def(
+      "_hide_frames_of",
+      [](const pybind11::object& code) {
+        if (!PyCode_Check(code.ptr())) throw pybind11::type_error("expected a code object");
+        for (PyCodeObject*& slot : g_hidden_code) {
+          if (slot == reinterpret_cast<PyCodeObject*>(code.ptr())) return;
+          if (slot == nullptr) {
+            slot = reinterpret_cast<PyCodeObject*>(Py_NewRef(code.ptr()));
+            return;
+          }
+        }
+        throw pybind11::value_error("_hide_frames_of: no room for another code object");
+      },
+      pybind11::arg("code"),
+      "Leaves the frames of this code object out of recorded stacks (opscope's own wrappers).");
+
   g_interpreter = code_range_of(reinterpret_cast<const void*>(&PyEval_EvalCode));
   g_extension = code_range_of(reinterpret_cast<const void*>(&python_stack));
+  g_library = code_range_of(reinterpret_cast<const void*>(&record::set_foreign_stack_provider));
   record::set_foreign_stack_provider(&python_stack);
 }
 

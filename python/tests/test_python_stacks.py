@@ -250,3 +250,46 @@ def test_native_callers_through_the_c_api_keep_their_frames():
     assert python[0] > 0, stack  # native frames first: the caller's (ctypes'), not _C's
     assert not any("_C.cpython" in f or "range_begin" in f for f in stack[: python[0]]), stack
     assert short(stack)[python[0]] == frame("capi", "test_native_callers_through_the_c_api_keep_their_frames")
+
+
+def test_a_step_range_starts_at_the_users_call_without_opscope_frames():
+    with profile(with_stack=True, schedule=lambda step: 2) as p:  # RECORD every step
+        mark("step_call")
+        p.step()
+    steps = [e for e in p.events() if e.name == "ProfilerStep*"]
+    assert [e.trace_name for e in steps] == ["ProfilerStep#0", "ProfilerStep#1"]
+    stack = short(steps[1].stack)
+    assert stack[0] == frame("step_call", "test_a_step_range_starts_at_the_users_call_without_opscope_frames")
+    assert not any("opscope/" in f or "python3" in f or "+0x" in f for f in steps[1].stack), stack
+    # The first step range began in __enter__, at the `with` line.
+    assert "opscope/" not in steps[0].stack[0] and HERE in steps[0].stack[0], steps[0].stack
+
+
+@record_function("decorated_op")
+def decorated():
+    sum(range(100))
+
+
+def test_a_decorated_function_has_no_wrapper_frame():
+    with profile(with_stack=True) as p:
+        mark("decorated_call")
+        decorated()
+    stack = short(only(p, "decorated_op").stack)
+    assert stack[0] == frame("decorated_call", "test_a_decorated_function_has_no_wrapper_frame")
+    assert not any("opscope/profiler.py" in f for f in stack), stack
+
+
+def test_python_threads_are_named_as_threading_names_them():
+    def work():
+        with record_function("on_loader"):
+            pass
+
+    with profile() as p:
+        with record_function("on_main"):
+            pass
+        t = threading.Thread(target=work, name="loader-7")
+        t.start()
+        t.join()  # gone before the window stops: the name was taken when it first recorded
+    names = {e.name: e.thread_name for e in p.events()}
+    assert names["on_loader"] == "loader-7"
+    assert names["on_main"] == threading.main_thread().name

@@ -61,6 +61,7 @@ struct ThreadBuffer {
   std::uint32_t exit_range_id = 0;
   std::uint64_t tid = 0;
   std::string name;
+  bool named = false;  // `name` came from the name hook: the OS name does not replace it
   std::uint16_t slot = 0;
   bool exited = false;
 
@@ -193,6 +194,7 @@ Registry& registry() {
   return *r;
 }
 
+std::atomic<ThreadNameHook> g_name_hook{nullptr};
 std::atomic<std::uint64_t> g_bytes{0};           // bytes charged in the current epoch
 std::atomic<std::uint64_t> g_limit{1ull << 30};  // the current epoch's limit
 std::atomic<std::uint32_t> g_last_epoch{0};
@@ -213,12 +215,16 @@ struct ThreadHook {
 };
 thread_local ThreadHook t_hook;
 
-void register_thread(ThreadContext& c) {
+void register_thread(ThreadContext& c, bool use_name_hook = true) {
   SlowPathScope slow;
   auto buffer = std::make_shared<ThreadBuffer>();
   buffer->tid = current_tid();
   char name[64] = {};
   if (pthread_getname_np(pthread_self(), name, sizeof name) == 0) buffer->name = name;
+  if (const ThreadNameHook hook = g_name_hook.load(std::memory_order_acquire);
+      hook != nullptr && use_name_hook) {
+    buffer->named = hook(&buffer->name);
+  }
   Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mu);
@@ -259,11 +265,36 @@ void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
 
 }  // namespace
 
+namespace {
+
 std::string thread_name(std::uint64_t tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
   std::string name;
   std::getline(in, name);
   return name;
+}
+
+}  // namespace
+
+void set_thread_name_hook(ThreadNameHook hook) noexcept {
+  g_name_hook.store(hook, std::memory_order_release);
+}
+
+std::string name_of_slot(std::uint16_t slot) {
+  std::shared_ptr<ThreadBuffer> found;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& b : r.buffers) {
+      if (b->slot == slot) found = b;
+    }
+  }
+  if (!found) return {};
+  std::lock_guard<std::mutex> lock(found->mu);
+  if (!found->named && !found->exited) {
+    if (std::string fresh = thread_name(found->tid); !fresh.empty()) return fresh;
+  }
+  return found->name;
 }
 
 std::uint64_t current_tid() noexcept { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }
@@ -279,12 +310,12 @@ void set_state_flag(std::uint32_t flag, bool on) noexcept {
   update_state(keep, on ? flag : 0);
 }
 
-std::uint16_t ensure_registered() noexcept {
+std::uint16_t ensure_registered(bool from_allocator) noexcept {
   ThreadContext& c = t_ctx;
   if (c.registered) return c.slot;
   if (c.exiting) return 0;
   try {
-    register_thread(c);
+    register_thread(c, !from_allocator);
   } catch (...) {
     return 0;
   }
@@ -363,7 +394,7 @@ Drained drain(std::uint32_t epoch) {
       ThreadRecords t;
       t.slot = b->slot;
       t.tid = b->tid;
-      if (!b->exited) {
+      if (!b->exited && !b->named) {
         std::string fresh = thread_name(b->tid);
         if (!fresh.empty()) b->name = std::move(fresh);
       }

@@ -67,8 +67,10 @@ void set_thread_membership(std::uint32_t epoch) noexcept;
 std::uint32_t thread_membership() noexcept;
 
 // Registers the calling thread if it is not yet (so that its range handles are unique) and
-// returns its slot, or 0 when the thread is exiting or out of memory.
-std::uint16_t ensure_registered() noexcept;
+// returns its slot, or 0 when the thread is exiting or out of memory. `from_allocator`: the
+// call comes from an allocation report, maybe inside malloc, where the name hook (which may
+// run Python code) must not run; the thread keeps its OS name.
+std::uint16_t ensure_registered(bool from_allocator = false) noexcept;
 
 // Whether the calling thread is inside one of the collector's slow paths (registering,
 // taking or returning a chunk, a new epoch, a drain) or is the collector's own refill thread.
@@ -81,8 +83,16 @@ bool in_slow_path() noexcept;
 std::uint64_t current_tid() noexcept;
 // OS id of the thread registered in `slot`, or 0.
 std::uint64_t tid_of_slot(std::uint16_t slot) noexcept;
-// The name of this process's thread `tid` (its /proc comm), or "" once it has exited.
-std::string thread_name(std::uint64_t tid);
+// The name results give the thread registered in `slot`: the one the name hook gave it, else
+// its OS name (/proc comm) while it lives; "" when the slot is free.
+std::string name_of_slot(std::uint16_t slot);
+
+// Names the calling thread for results, or leaves `name` alone (returns false). Called once per
+// thread, when it registers (its first recorded range, mark or report), in a slow path: it
+// must not record or take locks another recording thread may hold. The Python extension
+// installs one that gives a thread holding the GIL its `threading` name.
+using ThreadNameHook = bool (*)(std::string* name);
+void set_thread_name_hook(ThreadNameHook hook) noexcept;
 
 // Sets or clears state flags other than the session's (the record layer's kStateCallbacks).
 void set_state_flag(std::uint32_t flag, bool on) noexcept;

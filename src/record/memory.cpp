@@ -66,7 +66,7 @@ std::uint32_t recording_epoch() noexcept {
                       ((state & internal::kStateRecordSomeThreads) && c.member_epoch == epoch);
   if (!wanted || c.exiting) return 0;
   // The header's (thread, id) must be unique across threads, like a range's handle.
-  if (!c.registered) collect::ensure_registered();
+  if (!c.registered) collect::ensure_registered(/*from_allocator=*/true);
   return c.registered ? epoch : 0;  // not registered: exiting, or out of memory
 }
 

@@ -272,11 +272,11 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         auto it = thread_of_slot.find(r.thread);
         if (it == thread_of_slot.end()) {
           const std::uint64_t tid = collect::tid_of_slot(r.thread);
-          it = tid == 0
-                   ? it
-                   : thread_of_slot
-                         .emplace(r.thread, builder.add_thread({tid, collect::thread_name(tid)}))
-                         .first;
+          it = tid == 0 ? it
+                        : thread_of_slot
+                              .emplace(r.thread,
+                                       builder.add_thread({tid, collect::name_of_slot(r.thread)}))
+                              .first;
         }
         e.thread = it != thread_of_slot.end() ? it->second : own;
         e.end_thread = own;
