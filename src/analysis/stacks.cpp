@@ -25,8 +25,9 @@ std::vector<std::string> stack_text(const ProfilerResult& result, const Event& e
   std::size_t i = 0;
   while (i < frames.size() && is_recording_frame(symbolizer, frames[i])) ++i;
   for (; i < frames.size() && (max_frames == 0 || out.size() < max_frames); ++i) {
-    out.push_back(symbolizer.text(frames[i]));
+    symbolizer.append_texts(frames[i], out);
   }
+  if (max_frames != 0 && out.size() > max_frames) out.resize(max_frames);
   return out;
 }
 

@@ -4,9 +4,11 @@
 // - libdw (elfutils), when opscope was configured with it (OPSCOPE_HAVE_LIBDW): reads the
 //   process's own ELF files in-process, so it knows static functions (.symtab, which dladdr
 //   cannot see), file:line from DWARF, and which calls were inlined. An address inside inlined
-//   code (a RecordFunction constructor, a std::vector method) is reported at the line of the
-//   outermost inlined call, the line in the function that is named: "train.cpp(42): step()"
-//   rather than "stl_vector.h(1287): step()".
+//   code is reported at the line of the outermost inlined call, the line in the function that
+//   is named ("train.cpp(42): step()" rather than "stl_vector.h(1287): step()"), and each
+//   function inlined there becomes a frame of its own (SymbolizedFrame::inlined), so a range
+//   opened in a small function the compiler inlined into its caller still starts at that
+//   function and line; opscope's own inlined code (RecordFunction) is left out of the texts.
 // - dladdr, when libdw is absent or does not know the address: the object and its load base,
 //   the function when it is in the dynamic symbol table (shared libraries; executables only
 //   with -rdynamic).
@@ -156,14 +158,37 @@ const Symbol* find_symbol(const std::vector<Symbol>& symbols, GElf_Addr addr) {
   return nullptr;
 }
 
-// The outermost inlined call of a function: where, in the function the symbol names, the
-// inlined code at [lo, hi) was called. Addresses are DWARF addresses (without the bias).
+// An inlined call: which function's code is at [lo, hi), where it was called in the function
+// around it, and the calls inlined inside it (sorted by address). Addresses are DWARF
+// addresses (without the bias).
 struct InlinedCall {
   Dwarf_Addr lo;
   Dwarf_Addr hi;
   const char* file;
   int line;
+  std::string function;  // demangled
+  std::vector<InlinedCall> inner;
 };
+
+void sort_calls(std::vector<InlinedCall>& calls) {
+  std::sort(calls.begin(), calls.end(),
+            [](const InlinedCall& a, const InlinedCall& b) { return a.lo < b.lo; });
+}
+
+// The name of the function an inlined_subroutine DIE is an instance of: its linkage name
+// demangled ("opscope::RecordFunction::RecordFunction(...)", "work()"), else its plain name.
+std::string inlined_function(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  for (const int name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
+    if (dwarf_attr_integrate(die, name, &attr) != nullptr) {
+      if (const char* mangled = dwarf_formstring(&attr)) return demangle(mangled);
+    }
+  }
+  if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
+    if (const char* plain = dwarf_formstring(&attr)) return plain;
+  }
+  return {};
+}
 
 // Tags whose children may hold code: what the walk below descends into. Types and their
 // members, the bulk of a C++ unit, are skipped.
@@ -181,7 +206,7 @@ bool may_hold_code(int tag) {
   }
 }
 
-// Collects the inlined calls under `die` that are not inside another inlined call.
+// Collects the inlined calls under `die`, each with the calls inlined inside it.
 void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_count,
                            std::vector<InlinedCall>& out) {
   Dwarf_Die child;
@@ -192,18 +217,31 @@ void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_
       Dwarf_Attribute attr;
       Dwarf_Word file_index = 0;
       Dwarf_Word call_line = 0;
-      if (dwarf_formudata(dwarf_attr(&child, DW_AT_call_file, &attr), &file_index) != 0 ||
-          dwarf_formudata(dwarf_attr(&child, DW_AT_call_line, &attr), &call_line) != 0 ||
-          call_line == 0 || file_index >= file_count) {
-        continue;  // no call site: the address keeps the line of its own code
+      const char* file = nullptr;
+      if (dwarf_formudata(dwarf_attr(&child, DW_AT_call_file, &attr), &file_index) == 0 &&
+          dwarf_formudata(dwarf_attr(&child, DW_AT_call_line, &attr), &call_line) == 0 &&
+          call_line != 0 && file_index < file_count) {
+        file = dwarf_filesrc(files, file_index, nullptr, nullptr);
       }
-      const char* file = dwarf_filesrc(files, file_index, nullptr, nullptr);
-      if (file == nullptr) continue;
+      if (file == nullptr) {
+        // No call site: the address keeps the line of its own code; calls inside still count.
+        collect_inlined_calls(&child, files, file_count, out);
+        continue;
+      }
+      std::vector<InlinedCall> inner;
+      collect_inlined_calls(&child, files, file_count, inner);
+      sort_calls(inner);
+      const std::string function = inlined_function(&child);
       Dwarf_Addr base = 0, start = 0, end = 0;
       for (std::ptrdiff_t offset = 0;
            (offset = dwarf_ranges(&child, offset, &base, &start, &end)) > 0;) {
         // GCC emits empty ranges for inlined code that became no instruction (an empty asm).
-        if (start < end) out.push_back({start, end, file, static_cast<int>(call_line)});
+        if (start >= end) continue;
+        InlinedCall call{start, end, file, static_cast<int>(call_line), function, {}};
+        for (const InlinedCall& c : inner) {
+          if (c.lo >= start && c.hi <= end) call.inner.push_back(c);
+        }
+        out.push_back(std::move(call));
       }
     } else if (may_hold_code(tag)) {
       collect_inlined_calls(&child, files, file_count, out);
@@ -218,8 +256,7 @@ std::vector<InlinedCall> read_inlined_calls(Dwarf_Die* cu) {
   std::size_t file_count = 0;
   if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) return out;
   collect_inlined_calls(cu, files, file_count, out);
-  std::sort(out.begin(), out.end(),
-            [](const InlinedCall& a, const InlinedCall& b) { return a.lo < b.lo; });
+  sort_calls(out);
   return out;
 }
 
@@ -266,29 +303,35 @@ struct Symbolizer::Impl {
     return find_symbol(t.symbols, addr);
   }
 
-  // The call site of the outermost inlined function containing `addr`: the line in the
-  // function the symbol names. False when `addr` is not in inlined code.
-  bool outer_call_site(Dwfl_Module* mod, GElf_Addr addr, std::string& file, int& line) {
+  // The inlined calls containing `addr`, outermost first; empty when it is not in inlined
+  // code.
+  std::vector<const InlinedCall*> inlined_chain(Dwfl_Module* mod, GElf_Addr addr) {
+    std::vector<const InlinedCall*> chain;
     Dwarf_Addr bias = 0;
     Dwarf_Die* cu = dwfl_module_addrdie(mod, addr, &bias);
-    if (cu == nullptr) return false;
+    if (cu == nullptr) return chain;
     auto [it, added] = modules[mod].inlined_by_unit.try_emplace(dwarf_dieoffset(cu));
     if (added) it->second = read_inlined_calls(cu);
-    const std::vector<InlinedCall>& calls = it->second;
     const Dwarf_Addr a = addr - bias;
-    auto c = std::upper_bound(calls.begin(), calls.end(), a,
-                              [](Dwarf_Addr x, const InlinedCall& call) { return x < call.lo; });
-    // The ranges of one function's outermost inlined calls do not overlap; a few steps back
-    // tolerate producers whose ranges do.
-    for (int steps = 0; c != calls.begin() && steps < 8; ++steps) {
-      --c;
-      if (a < c->hi) {
-        file = c->file;
-        line = c->line;
-        return true;
+    const std::vector<InlinedCall>* level = &it->second;
+    while (level != nullptr && !level->empty()) {
+      auto c = std::upper_bound(level->begin(), level->end(), a,
+                                [](Dwarf_Addr x, const InlinedCall& call) { return x < call.lo; });
+      const InlinedCall* found = nullptr;
+      // The ranges of calls at one level do not overlap; a few steps back tolerate producers
+      // whose ranges do.
+      for (int steps = 0; c != level->begin() && steps < 8; ++steps) {
+        --c;
+        if (a < c->hi) {
+          found = &*c;
+          break;
+        }
       }
+      if (found == nullptr) break;
+      chain.push_back(found);
+      level = &found->inner;
     }
-    return false;
+    return chain;
   }
 
   // Resolves `addr` (pc - 1) with libdw. False when no module holds it.
@@ -309,15 +352,37 @@ struct Symbolizer::Impl {
     }
     f.offset = pc - start;
     if (const Symbol* s = symbol(mod, addr); s != nullptr) f.function = demangle(s->name);
-    if (!outer_call_site(mod, addr, f.file, f.line)) {
-      if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr); l != nullptr) {
-        int lineno = 0;
-        const char* file = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
-        if (file != nullptr && lineno > 0) {
-          f.file = file;
-          f.line = lineno;
-        }
+    std::string file;  // the address's own line, in the innermost function there
+    int line = 0;
+    if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr); l != nullptr) {
+      int lineno = 0;
+      const char* src = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
+      if (src != nullptr && lineno > 0) {
+        file = src;
+        line = lineno;
       }
+    }
+    const std::vector<const InlinedCall*> chain = inlined_chain(mod, addr);
+    if (chain.empty()) {
+      f.file = std::move(file);
+      f.line = line;
+      return true;
+    }
+    // The named function's line is where the outermost inlined call was made; each inlined
+    // function's, where it called the next inner one; the innermost's, the address's own.
+    f.file = chain.front()->file;
+    f.line = chain.front()->line;
+    for (std::size_t k = chain.size(); k-- > 0;) {
+      InlinedFrame frame;
+      frame.function = chain[k]->function;
+      if (k + 1 == chain.size()) {
+        frame.file = file;
+        frame.line = line;
+      } else {
+        frame.file = chain[k + 1]->file;
+        frame.line = chain[k + 1]->line;
+      }
+      f.inlined.push_back(std::move(frame));
     }
     return true;
   }
@@ -356,20 +421,37 @@ const SymbolizedFrame& Symbolizer::resolve(std::uint64_t pc) {
 
 bool Symbolizer::reads_debug_info() { return OPSCOPE_HAVE_LIBDW != 0; }
 
+namespace {
+
+// "file(line): function", or the function alone without a line.
+std::string frame_text(std::string_view file, int line, const std::string& function) {
+  if (line <= 0 || file.empty()) return function;
+  std::string out(short_path(file));
+  out += '(';
+  out += std::to_string(line);
+  out += "): ";
+  out += function;
+  return out;
+}
+
+}  // namespace
+
+void Symbolizer::append_texts(const StackFrame& frame, std::vector<std::string>& out) {
+  if (frame.is_native()) {
+    for (const InlinedFrame& i : resolve(frame.pc).inlined) {
+      // opscope's own inlined code (the RecordFunction constructor) is machinery, not the
+      // program; so is a frame without a name.
+      if (i.function.empty() || std::string_view(i.function).starts_with("opscope::")) continue;
+      out.push_back(frame_text(i.file, i.line, i.function));
+    }
+  }
+  out.push_back(text(frame));
+}
+
 std::string Symbolizer::text(const StackFrame& frame) {
   if (!frame.is_native()) return std::string(frame.label);
   const SymbolizedFrame& f = resolve(frame.pc);
-  if (!f.function.empty()) {
-    if (f.line > 0 && !f.file.empty()) {
-      std::string out(short_path(f.file));
-      out += '(';
-      out += std::to_string(f.line);
-      out += "): ";
-      out += f.function;
-      return out;
-    }
-    return f.function;
-  }
+  if (!f.function.empty()) return frame_text(f.file, f.line, f.function);
   if (!f.object.empty()) {
     std::string out(base_name(f.object));
     out += '+';

@@ -355,6 +355,9 @@ std::uint32_t thread_membership() noexcept { return t_ctx.member_epoch; }
 
 bool in_slow_path() noexcept { return t_slow_depth != 0; }
 
+OwnWorkScope::OwnWorkScope() noexcept { ++t_slow_depth; }
+OwnWorkScope::~OwnWorkScope() { --t_slow_depth; }
+
 std::uint32_t begin_epoch(const EpochOptions& options) {
   std::uint32_t epoch = g_last_epoch.load() + 1;
   if (epoch >= (1u << 24)) epoch = 1;  // the epoch has 24 bits in g_state

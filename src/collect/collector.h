@@ -79,6 +79,19 @@ std::uint16_t ensure_registered(bool from_allocator = false) noexcept;
 // it would re-enter the collector and deadlock on that lock. One TLS read; safe inside malloc.
 bool in_slow_path() noexcept;
 
+// Marks the calling thread as doing opscope's own work for its lifetime, like a slow path:
+// allocation reports made meanwhile are dropped. Taken around a blob written in place
+// (reserve_blob ... publish_blob): whatever the writing allocates (a thread's first stack
+// capture looks up its stack bounds; Python frames intern their labels) must not append a
+// report into the middle of the blob. Nests.
+class OwnWorkScope {
+ public:
+  OwnWorkScope() noexcept;
+  ~OwnWorkScope();
+  OwnWorkScope(const OwnWorkScope&) = delete;
+  OwnWorkScope& operator=(const OwnWorkScope&) = delete;
+};
+
 // OS id of the calling thread.
 std::uint64_t current_tid() noexcept;
 // OS id of the thread registered in `slot`, or 0.

@@ -415,6 +415,41 @@ TEST(MemHook, ManyRangesWhileProfilingMemoryDoNotDeadlock) {
   });
 }
 
+// A stack is captured straight into the thread's buffer. The first capture on a thread looks
+// up its stack bounds, which allocates: that allocation's report must not land in the middle
+// of the stack being written (it did, and the stack read 0x0;0x0;...). Each thread here is
+// new, so each range is its thread's first capture.
+TEST(MemHook, TheFirstStackOfAThreadIsWholeWhileReportingAllocations) {
+  run_in_child([] {
+    Profiler prof({.lenses = {.profile_memory = true, .with_stack = true}});
+    prof.start();
+    for (int t = 0; t < 8; ++t) {
+      std::thread([] {
+        OPSCOPE_RECORD_FUNCTION("first_on_its_thread");
+        char* p = new char[64];
+        escape(p);
+        delete[] p;
+      }).join();
+    }
+    prof.stop();
+    int checked = 0;
+    for (const Event& e : prof.result().events()) {
+      if (e.name != "first_on_its_thread") continue;
+      const EventDetail* d = prof.result().detail(e);
+      ASSERT_NE(d, nullptr);
+      ASSERT_GE(d->stack, 0);
+      const auto& frames = prof.result().stacks()[static_cast<std::size_t>(d->stack)];
+      ASSERT_FALSE(frames.empty());
+      for (const StackFrame& f : frames) {
+        EXPECT_TRUE(f.pc != 0 || !f.label.empty()) << "a 0x0 frame";
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, 8);
+    EXPECT_GE(memory_events(prof.result()).size(), 16u);
+  });
+}
+
 TEST(MemHook, ThreadsAllocateConcurrently) {
   run_in_child([] {
     constexpr int kThreads = 4;

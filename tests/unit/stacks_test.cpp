@@ -38,6 +38,20 @@ constexpr int kLeafRangeLine = __LINE__ + 2;
   keep_frame();
 }
 
+// A range in a function the compiler inlines into its caller (as -O2 does with small ones).
+constexpr int kInlinedRangeLine = __LINE__ + 2;
+[[gnu::always_inline]] inline void traced_inlined() {
+  OPSCOPE_RECORD_FUNCTION("test::inlined");
+  keep_frame();
+}
+
+constexpr int kInlinedCallLine = __LINE__ + 3;
+[[gnu::noipa]] void calls_traced_inlined() {
+  keep_frame();
+  traced_inlined();
+  keep_frame();
+}
+
 [[gnu::noipa]] void traced_with_flops() {
   opscope::RecordFunction rf(std::string_view("test::flops"));
   rf.set_flops(2048);
@@ -173,6 +187,32 @@ TEST(Stacks, TraceCallStackStartsAtTheFunctionHoldingTheRange) {
     EXPECT_NE(dynamic_frames.at(0).find("opscope_stacks_test::traced_dynamic()"), std::string::npos)
         << dynamic[0].dump();
   }
+}
+
+// The range's own function comes first even when it was inlined, at the line of the range,
+// and opscope's inlined RecordFunction code is not a frame; then the caller, at the call.
+TEST(Stacks, ARangeInAnInlinedFunctionStartsAtThatFunction) {
+  if (!has_lines()) GTEST_SKIP() << "the test binary has no debug info (Release): no inlining data";
+  Profiler prof({.lenses = {.with_stack = true}});
+  prof.start();
+  opscope_stacks_test::calls_traced_inlined();
+  prof.stop();
+  const Event* inlined = nullptr;
+  for (const Event& e : prof.result().events()) {
+    if (e.name == "test::inlined") inlined = &e;
+  }
+  ASSERT_NE(inlined, nullptr);
+  analysis::Symbolizer symbolizer;
+  const std::vector<std::string> frames = analysis::stack_text(prof.result(), *inlined, symbolizer);
+  ASSERT_GE(frames.size(), 2u);
+  EXPECT_NE(frames[0].find("(" + std::to_string(opscope_stacks_test::kInlinedRangeLine) +
+                           "): opscope_stacks_test::traced_inlined"),
+            std::string::npos)
+      << frames[0];
+  EXPECT_EQ(frames[1], frame_text("opscope_stacks_test::calls_traced_inlined()",
+                                  opscope_stacks_test::kInlinedCallLine));
+  for (const std::string& f : frames)
+    EXPECT_EQ(f.find("record_function.h"), std::string::npos) << f;
 }
 
 TEST(Stacks, NoCallStackWithoutWithStack) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "record/stack_capture.h"
 
@@ -31,10 +32,12 @@ constexpr int kCaptureLine = __LINE__ + 3;
 
 // Two levels of inlining between the capture and the function that is named: the frame is
 // reported at the line in that function, not in a helper it inlined.
+constexpr int kInnerCaptureLine = __LINE__ + 2;
 [[gnu::always_inline]] inline void inlined_inner(Capture& c) {
   c.n = opscope::record::capture_stack(c.words.data(), c.words.size(), 0, false);
   keep_frame();
 }
+constexpr int kOuterCallLine = __LINE__ + 3;
 [[gnu::always_inline]] inline void inlined_outer(Capture& c) {
   keep_frame();
   inlined_inner(c);
@@ -140,6 +143,32 @@ TEST(Symbolizer, InlinedCodeIsReportedAtTheCallInTheNamedFunction) {
             "opscope_symbolizer_test::calls_inlined(opscope_symbolizer_test::Capture&)");
   EXPECT_EQ(f.line, opscope_symbolizer_test::kInlinedCallLine);
   EXPECT_TRUE(ends_with(f.file, "symbolizer_test.cpp")) << f.file;
+}
+
+// Each inlined function is a frame of its own, innermost first, at the line where it is: the
+// capture's own line in inlined_inner, the call of inlined_inner in inlined_outer, then the
+// function that is named, at its call of inlined_outer.
+TEST(Symbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
+  SKIP_WITHOUT_LINES();
+  Capture c;
+  opscope_symbolizer_test::calls_inlined(c);
+  ASSERT_GE(c.n, 1u);
+  Symbolizer s;
+  const SymbolizedFrame& f = s.resolve(c.words[0]);
+  ASSERT_EQ(f.inlined.size(), 2u);
+  EXPECT_NE(f.inlined[0].function.find("inlined_inner"), std::string::npos)
+      << f.inlined[0].function;
+  EXPECT_EQ(f.inlined[0].line, opscope_symbolizer_test::kInnerCaptureLine);
+  EXPECT_NE(f.inlined[1].function.find("inlined_outer"), std::string::npos)
+      << f.inlined[1].function;
+  EXPECT_EQ(f.inlined[1].line, opscope_symbolizer_test::kOuterCallLine);
+  std::vector<std::string> texts;
+  s.append_texts({c.words[0], {}}, texts);
+  ASSERT_EQ(texts.size(), 3u);
+  EXPECT_TRUE(ends_with(
+      texts[0], "): opscope_symbolizer_test::inlined_inner(opscope_symbolizer_test::Capture&)"))
+      << texts[0];
+  EXPECT_EQ(texts[2], s.text({c.words[0], {}}));
 }
 
 TEST(Symbolizer, SharedLibraryFunctionsHaveTheirNameAndObject) {
