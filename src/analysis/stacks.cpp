@@ -24,7 +24,15 @@ std::vector<std::string> stack_text(const ProfilerResult& result, const Event& e
   const std::vector<StackFrame>& frames = result.stacks()[static_cast<std::size_t>(d->stack)];
   std::size_t i = 0;
   while (i < frames.size() && is_recording_frame(symbolizer, frames[i])) ++i;
-  for (; i < frames.size() && (max_frames == 0 || out.size() < max_frames); ++i) {
+  // The outermost frames that nothing can name are a thread's start-up code (libstdc++'s
+  // std::thread trampoline, stripped of its symbols): "libstdc++.so.6+0xd44a3" tells a user
+  // nothing, so a stack ends at the outermost frame with a name.
+  std::size_t end = frames.size();
+  while (end > i && frames[end - 1].is_native() &&
+         symbolizer.resolve(frames[end - 1].pc).function.empty()) {
+    --end;
+  }
+  for (; i < end && (max_frames == 0 || out.size() < max_frames); ++i) {
     symbolizer.append_texts(frames[i], out);
   }
   if (max_frames != 0 && out.size() > max_frames) out.resize(max_frames);

@@ -12,8 +12,9 @@ namespace opscope::analysis {
 
 // The frames of `event`'s stack as text (Symbolizer::text), innermost first, at most
 // `max_frames` of them (0: all). opscope's own recording frames (RecordFunction's slow paths)
-// are left out, so the innermost frame is the function that holds the range. Empty when the
-// event has no stack.
+// are left out, so the innermost frame is the function that holds the range; so are the
+// outermost frames no symbol names (a thread's start-up code). Empty when the event has no
+// stack.
 std::vector<std::string> stack_text(const ProfilerResult& result, const Event& event,
                                     Symbolizer& symbolizer, std::size_t max_frames = 0);
 

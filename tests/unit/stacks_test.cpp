@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "opscope/export.h"
@@ -213,6 +214,26 @@ TEST(Stacks, ARangeInAnInlinedFunctionStartsAtThatFunction) {
                                   opscope_stacks_test::kInlinedCallLine));
   for (const std::string& f : frames)
     EXPECT_EQ(f.find("record_function.h"), std::string::npos) << f;
+}
+
+// A worker thread's stack ends at the outermost frame that has a name: the unnamed start-up
+// code under it (libstdc++'s std::thread trampoline) is left out.
+TEST(Stacks, AWorkerThreadsStackEndsAtItsOutermostNamedFrame) {
+  if (!has_names()) GTEST_SKIP() << "built without libdw: this file's functions have no names";
+  Profiler prof({.lenses = {.with_stack = true}});
+  prof.start();
+  std::thread([] { opscope_stacks_test::traced_caller(); }).join();
+  prof.stop();
+  analysis::Symbolizer symbolizer;
+  for (const Event& e : prof.result().events()) {
+    if (e.name != "test::leaf") continue;
+    const std::vector<std::string> frames = analysis::stack_text(prof.result(), e, symbolizer);
+    ASSERT_GE(frames.size(), 2u);
+    EXPECT_NE(frames[0].find("traced_leaf"), std::string::npos) << frames[0];
+    EXPECT_EQ(frames.back().find("+0x"), std::string::npos) << frames.back();
+    return;
+  }
+  FAIL() << "no test::leaf range";
 }
 
 TEST(Stacks, NoCallStackWithoutWithStack) {
