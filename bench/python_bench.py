@@ -14,6 +14,12 @@ Run with the built package on the path (Debian's interpreter):
     PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --quick  # smoke test, ~1 s
 
 Targets (issue 7): <= 300 ns per range with a session active, <= 60 ns added with none.
+
+Then Python allocations under profile_memory (issue 17): a loop that makes and drops one
+object per iteration (one allocation and one free through the interpreter's object
+allocator), with no session, with a session that does not profile memory, and with one that
+does; the last two minus the first are what opscope adds (target <= 100 ns per allocation
+recorded, nothing measurable when memory is not profiled).
 """
 
 import argparse
@@ -76,6 +82,11 @@ def loop_rff_inputs(n):
     for _ in range(n):
         with RecordFunctionFast("bench::rff_inputs", args):
             pass
+
+
+def loop_alloc(n):
+    for _ in range(n):
+        object()
 
 
 def loop_record_function(n):
@@ -148,6 +159,29 @@ def measure(calls, repeats, active, **lenses):
     return {name: statistics.median(v) - overhead for name, v in samples.items()}, overhead
 
 
+def measure_allocations(calls, repeats):
+    """Median ns per allocation-and-free of loop_alloc: no session, a session without
+    profile_memory, a session with it; interleaved, loop overhead subtracted."""
+    states = {"no session": None, "session, profile_memory=False": {},
+              "session, profile_memory=True": {"profile_memory": True}}
+    samples = {name: [] for name in states}
+    empty = []
+    for _ in range(repeats):
+        for name, lenses in states.items():
+            session = Session(**lenses) if lenses is not None else None
+            if session is not None:
+                session.__enter__()
+            try:
+                if name == "no session":
+                    empty.append(time_once(loop_empty, calls))
+                samples[name].append(time_once(loop_alloc, calls))
+            finally:
+                if session is not None:
+                    session.__exit__(None, None, None)
+    overhead = statistics.median(empty)
+    return {name: statistics.median(v) - overhead for name, v in samples.items()}, overhead
+
+
 def report(title, medians, overhead):
     base = medians["trivial with (baseline)"]
     print(f"\n{title}  (loop overhead {overhead:.1f} ns/iteration, subtracted)")
@@ -185,6 +219,17 @@ def main():
         rf_idle = inactive["record_function(name)"] - inactive["trivial with (baseline)"]
         print(f"record_function: {active['record_function(name)']:.0f} ns per range with a "
               f"session, {rf_idle:+.0f} ns over a trivial with without one")
+
+    allocs, overhead_allocs = measure_allocations(args.calls, args.repeats)
+    print(f"\nPython allocations: object() made and dropped  (loop overhead "
+          f"{overhead_allocs:.1f} ns/iteration, subtracted)")
+    base = allocs["no session"]
+    for name, ns in allocs.items():
+        print(f"  {name:36s} {ns:9.1f} ns per allocation and free  {ns - base:+8.1f}")
+    added = allocs["session, profile_memory=True"] - base
+    idle = allocs["session, profile_memory=False"] - base
+    print(f"profile_memory: {added / 2:.0f} ns added per allocation or free recorded "
+          f"(target <= 100), {idle:+.1f} ns per pair without profile_memory")
 
 
 if __name__ == "__main__":

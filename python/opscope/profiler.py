@@ -284,7 +284,10 @@ class profile:
             stops while recording. ``tensorboard_trace_handler()`` builds one.
         record_shapes (bool): record the inputs given to ranges (``record_function``'s
             ``args``, ``RecordFunctionFast``'s input values).
-        profile_memory (bool): record allocation reports (C++ code that reports memory).
+        profile_memory (bool): record allocations: the interpreter's (objects and their
+            buffers), numpy array data when numpy is loaded (on the thread that starts the
+            profile), and C++ code that reports memory; each is attributed to the innermost
+            range open on its thread.
         with_stack (bool): record the call stack of each range.
         with_flops (bool): estimate FLOPs of ranges from their inputs.
         with_modules (bool): record the module hierarchy of each range.

@@ -25,6 +25,7 @@
 #include "opscope/execution_trace.h"
 #include "opscope/legacy.h"
 #include "opscope/schedule.h"
+#include "python_memory.h"
 #include "python_stacks.h"
 #include "results.h"
 
@@ -81,6 +82,15 @@ struct PyProfiler {
 };
 
 using Lock = std::lock_guard<std::recursive_mutex>;
+
+// Brings Python's allocator wrappers in line with the recording window when it goes out of
+// scope, with the GIL held (declared before the GIL is released).
+struct SyncMemoryHooks {
+  SyncMemoryHooks() = default;
+  SyncMemoryHooks(const SyncMemoryHooks&) = delete;
+  SyncMemoryHooks& operator=(const SyncMemoryHooks&) = delete;
+  ~SyncMemoryHooks() { sync_python_memory_hooks(); }
+};
 
 std::unique_ptr<PyProfiler> make_profiler(std::vector<ActivityType> activities,
                                           const py::object& schedule,
@@ -206,6 +216,8 @@ void bind_profiler(py::module_& m) {
       "Forwards every range to NVTX until _disable_nvtx(). RuntimeError, naming the reason, "
       "without a CUDA device.");
   m.def("_disable_nvtx", [] { disable_profiler_legacy({.consolidate = false}); });
+  m.def("_python_memory_hooked", &python_memory_hooked,
+        "Whether opscope wraps Python's allocators now (while a window records memory).");
 
   py::class_<ExperimentalConfig>(m, "ExperimentalConfig",
                                  "Options beyond torch.profiler's: buffer limit, thread scope.")
@@ -249,26 +261,34 @@ void bind_profiler(py::module_& m) {
            py::arg("execution_trace_observer") = py::none())
       .def("start",
            [](PyProfiler& p) {
-             // The step range it begins takes the caller's Python frames.
-             const PythonStackSnapshot frames(p.with_stack);
+             // A window that records memory may begin or end here, even when this throws.
+             const SyncMemoryHooks sync;
+             {
+               // The step range it begins takes the caller's Python frames.
+               const PythonStackSnapshot frames(p.with_stack);
+               py::gil_scoped_release release;
+               Lock lock(p.mutex);
+               p.profiler.start();
+             }
+           })
+      .def("stop",
+           [](PyProfiler& p) {
+             const SyncMemoryHooks sync;
              py::gil_scoped_release release;
              Lock lock(p.mutex);
-             p.profiler.start();
+             p.profiler.stop();
            })
-      .def(
-          "stop",
-          [](PyProfiler& p) {
-            Lock lock(p.mutex);
-            p.profiler.stop();
-          },
-          Release())
       .def("step",
            [](PyProfiler& p) {
-             // The step range it begins takes the caller's Python frames.
-             const PythonStackSnapshot frames(p.with_stack);
-             py::gil_scoped_release release;
-             Lock lock(p.mutex);
-             p.profiler.step();
+             // A window that records memory may begin or end here, even when this throws.
+             const SyncMemoryHooks sync;
+             {
+               // The step range it begins takes the caller's Python frames.
+               const PythonStackSnapshot frames(p.with_stack);
+               py::gil_scoped_release release;
+               Lock lock(p.mutex);
+               p.profiler.step();
+             }
            })
       .def_property_readonly("step_num",
                              [](PyProfiler& p) {

@@ -226,8 +226,10 @@ std::string memory_timeline_html(const CoalescedTimeline& c, Device device, std:
   if (c.times_us.empty()) {
     fmt::format_to(std::back_inserter(html),
                    "<p class=\"summary\">No memory was reported on device {} in this window. "
-                   "Record with profile_memory and report allocations "
-                   "(opscope::report_memory_usage or the opscope::memhook library).</p>\n"
+                   "Record with profile_memory: Python allocations are recorded by "
+                   "opscope.profiler itself; C++ code reports its own "
+                   "(opscope::report_memory_usage, or the opscope::memhook library for "
+                   "malloc and new).</p>\n"
                    "</body>\n</html>\n",
                    dev);
     return html;
