@@ -50,6 +50,10 @@ struct ExperimentalConfig {
   // Record every thread (true, the default) or only the starting thread and the threads that
   // carry its ThreadLocalState (see opscope/thread_local_state.h).
   bool record_all_threads = true;
+  // torch's _ExperimentalConfig(verbose=): whether the Chrome trace gives each range recorded
+  // with with_stack its "Call stack" argument. False keeps traces small; stacks still reach
+  // tables and export_stacks.
+  bool verbose = true;
 };
 
 struct ProfilerConfig {

@@ -130,6 +130,9 @@ class ProfilerResult {
   const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
   const SessionStats& stats() const { return stats_; }
   const LensSet& lenses() const { return lenses_; }
+  // Whether the Chrome trace gives ranges their "Call stack" (ExperimentalConfig::verbose);
+  // the stacks stay in the result for tables and export_stacks either way.
+  bool trace_call_stacks() const { return trace_call_stacks_; }
 
   // Lens data of an event, or nullptr when it has none.
   const EventDetail* detail(const Event& e) const {
@@ -144,6 +147,7 @@ class ProfilerResult {
   std::vector<EventDetail> details_;
   std::vector<std::vector<StackFrame>> stacks_;
   LensSet lenses_;
+  bool trace_call_stacks_ = true;
   std::vector<ThreadInfo> threads_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   SessionStats stats_;
@@ -209,6 +213,7 @@ class ProfilerResult::Builder {
   // Adds a distinct stack (innermost first) and returns its index for EventDetail::stack.
   std::int32_t add_stack(std::vector<StackFrame> frames);
   void set_lenses(const LensSet& lenses);
+  void set_trace_call_stacks(bool on);
   void add_metadata(std::string key, std::string json_value);
   void set_window(std::int64_t start_ns, std::int64_t end_ns);
   void set_pid(std::int64_t pid);

@@ -295,6 +295,9 @@ class profile:
             recording all threads or only the starting one).
         execution_trace_observer (ExecutionTraceObserver): started and stopped with each
             recording window, cleaned up when the profile exits.
+        acc_events (bool): accumulate the events of every window (torch 2's option):
+            ``events()`` and ``key_averages()`` then cover all the windows this profile
+            recorded, not only the last.
         use_cuda (bool): deprecated, as in torch (a warning says to use ``activities``).
 
     With a schedule, every step is wrapped in a ``ProfilerStep#<n>`` range (``ProfilerStep*``
@@ -324,6 +327,7 @@ class profile:
         with_modules: bool = False,
         experimental_config: Optional[ExperimentalConfig] = None,
         execution_trace_observer: Optional[ExecutionTraceObserver] = None,
+        acc_events: bool = False,
         use_cuda: Optional[bool] = None,
     ):
         self.activities = set(activities) if activities else supported_activities()
@@ -359,6 +363,8 @@ class profile:
             )
         self.execution_trace_observer = execution_trace_observer
         self.preset_metadata: Dict[str, str] = {}
+        self.acc_events = acc_events
+        self._windows = []  # with acc_events: every finished window's result, in order
 
         if schedule is None:
             native_schedule = None
@@ -406,16 +412,35 @@ class profile:
         Raises RuntimeError when already started or when another session records in this
         process.
         """
-        self._native.start()
+        try:
+            self._native.start()
+        finally:
+            self._keep_window()
 
     def stop(self) -> None:
         """Ends the current step and the schedule; ``on_trace_ready`` runs if a window was
         recording. Warns when ``on_trace_ready`` was given but never called."""
-        self._native.stop()
+        try:
+            self._native.stop()
+        finally:
+            self._keep_window()
 
     def step(self) -> None:
         """Signals the profiler that the next profiling step has started."""
-        self._native.step()
+        try:
+            self._native.step()
+        finally:
+            self._keep_window()
+
+    def _keep_window(self) -> None:
+        # With acc_events, each window that finished in the call just made joins the list.
+        if not self.acc_events or not self._native.has_result():
+            return
+        result = self._native.result()
+        last = self._windows[-1] if self._windows else None
+        if last is None or (last.start_time_ns, last.end_time_ns) != (
+                result.start_time_ns, result.end_time_ns):
+            self._windows.append(result)
 
     @property
     def step_num(self) -> int:
@@ -440,6 +465,9 @@ class profile:
         """The unaggregated events of the last finished window: an EventList (a list) of
         FunctionEvent with torch's attributes (name, thread, time_range, cpu_time_total,
         cpu_parent, cpu_children, input_shapes, stack, cpu_memory_usage, ...)."""
+        if self.acc_events and self._windows:
+            events = [e for window in self._windows for e in window.function_events()]
+            return EventList(events, _lenses=self._lenses())
         result = self._result()
         return EventList(result.function_events(), _result=result, _lenses=self._lenses())
 
@@ -453,6 +481,8 @@ class profile:
         Needs ``record_shapes`` for input shapes and ``with_stack`` for stacks. The result's
         ``table(sort_by=None, row_limit=100, ...)`` renders the operator table.
         """
+        if self.acc_events and len(self._windows) > 1:
+            return self.events().key_averages(group_by_input_shape, group_by_stack_n)
         result = self._result()
         rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
         return EventList(rows, _result=result, _lenses=self._lenses())

@@ -117,12 +117,26 @@ class EventList(list):
         events = [e for e in self if isinstance(e, FunctionEvent)]
         if len(events) != len(self):
             raise TypeError("key_averages() averages FunctionEvents; this list holds averages")
-        result = self._window() if events else self._result
-        if result is None:
-            return EventList(_lenses=self._lenses)
-        rows = result.key_averages_of([e._index for e in events], group_by_input_shape,
-                                      group_by_stack_n)
-        return EventList(rows, _result=result, _lenses=self._lenses)
+        # Each window's events are averaged by the native code; events of several windows
+        # (profile(acc_events=True)) are then merged by key, first seen first.
+        by_window = {}
+        for e in events:
+            by_window.setdefault(id(e._result), (e._result, []))[1].append(e._index)
+        if not by_window:
+            return EventList(_result=self._result, _lenses=self._lenses)
+        if len(by_window) == 1:
+            result, indices = next(iter(by_window.values()))
+            rows = result.key_averages_of(indices, group_by_input_shape, group_by_stack_n)
+            return EventList(rows, _result=result, _lenses=self._lenses)
+        merged = {}
+        for result, indices in by_window.values():
+            for row in result.key_averages_of(indices, group_by_input_shape, group_by_stack_n):
+                key = (row.key, str(row.input_shapes), tuple(row.stack))
+                if key in merged:
+                    merged[key].add(row)
+                else:
+                    merged[key] = row
+        return EventList(merged.values(), _lenses=self._lenses)
 
     def total_average(self) -> FunctionEventAvg:
         """Averages all events.

@@ -219,18 +219,32 @@ void bind_profiler(py::module_& m) {
   m.def("_python_memory_hooked", &python_memory_hooked,
         "Whether opscope wraps Python's allocators now (while a window records memory).");
 
-  py::class_<ExperimentalConfig>(m, "ExperimentalConfig",
-                                 "Options beyond torch.profiler's: buffer limit, thread scope.")
-      .def(py::init([](std::uint64_t buffer_limit_bytes, bool record_all_threads) {
+  py::class_<ExperimentalConfig>(
+      m, "ExperimentalConfig",
+      "torch's _ExperimentalConfig (profiler_metrics, profiler_measure_per_kernel, verbose) "
+      "and opscope's own options (buffer limit, thread scope).")
+      .def(py::init([](const std::vector<std::string>& profiler_metrics,
+                       bool profiler_measure_per_kernel, bool verbose,
+                       std::uint64_t buffer_limit_bytes, bool record_all_threads) {
+             if (!profiler_metrics.empty() || profiler_measure_per_kernel) {
+               warn(
+                   "ExperimentalConfig: profiler_metrics and profiler_measure_per_kernel "
+                   "select CUPTI profiler metrics, which this build does not record; ignored");
+             }
              return ExperimentalConfig{.buffer_limit_bytes = buffer_limit_bytes,
-                                       .record_all_threads = record_all_threads};
+                                       .record_all_threads = record_all_threads,
+                                       .verbose = verbose};
            }),
-           py::kw_only(), py::arg("buffer_limit_bytes") = ExperimentalConfig{}.buffer_limit_bytes,
+           py::arg("profiler_metrics") = std::vector<std::string>{},
+           py::arg("profiler_measure_per_kernel") = false, py::arg("verbose") = true, py::kw_only(),
+           py::arg("buffer_limit_bytes") = ExperimentalConfig{}.buffer_limit_bytes,
            py::arg("record_all_threads") = true)
       .def_readwrite("buffer_limit_bytes", &ExperimentalConfig::buffer_limit_bytes)
       .def_readwrite("record_all_threads", &ExperimentalConfig::record_all_threads)
+      .def_readwrite("verbose", &ExperimentalConfig::verbose)
       .def("__repr__", [](const ExperimentalConfig& c) {
-        return "ExperimentalConfig(buffer_limit_bytes=" + std::to_string(c.buffer_limit_bytes) +
+        return "ExperimentalConfig(verbose=" + std::string(c.verbose ? "True" : "False") +
+               ", buffer_limit_bytes=" + std::to_string(c.buffer_limit_bytes) +
                ", record_all_threads=" + (c.record_all_threads ? "True" : "False") + ")";
       });
 

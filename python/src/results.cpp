@@ -70,7 +70,7 @@ py::object time_range(const FunctionEvent& f) {
 }
 
 // The rows a table or an average is made of, from a list of FunctionEvent or FunctionEventAvg
-// (what EventList holds). Events must come from one window.
+// (what EventList holds), in their order; events may come from several windows.
 std::vector<FunctionEventAvg> rows_of(const py::list& items) {
   std::vector<FunctionEventAvg> rows;
   std::shared_ptr<ResultView> view;
@@ -94,9 +94,7 @@ std::vector<FunctionEventAvg> rows_of(const py::list& items) {
                            std::string(py::str(py::type::of(item).attr("__name__"))));
     }
     const auto& f = item.cast<const FunctionEvent&>();
-    if (view && f.view != view) {
-      throw py::value_error("the events of one table must come from one recorded window");
-    }
+    if (view && f.view != view) flush();  // events of another window (acc_events)
     view = f.view;
     indices.push_back(f.index);
   }

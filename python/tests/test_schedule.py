@@ -204,3 +204,23 @@ def test_no_step_at_all_warns():
     with pytest.warns(UserWarning, match="step\\(\\) was never called"):
         with profiler.profile(schedule=s, on_trace_ready=lambda prof: None):
             pass
+
+
+def test_acc_events_keeps_every_window():
+    # torch 2's profile(acc_events=True): events() and key_averages() cover every window.
+    with profiler.profile(schedule=profiler.schedule(wait=0, warmup=1, active=1),
+                          acc_events=True) as p:
+        for _ in range(6):
+            with profiler.record_function("work"):
+                pass
+            p.step()
+    steps = sorted(e.trace_name for e in p.events() if e.name == "ProfilerStep*")
+    assert steps == ["ProfilerStep#1", "ProfilerStep#3", "ProfilerStep#5"]
+    rows = {r.key: r.count for r in p.key_averages()}
+    assert rows == {"ProfilerStep*": 3, "work": 3}
+    # Without it, only the last window (here the warmup cut short by the exit).
+    with profiler.profile(schedule=profiler.schedule(wait=0, warmup=1, active=1)) as q:
+        for _ in range(6):
+            q.step()
+    names = [e.trace_name for e in q.events() if e.name == "ProfilerStep*"]
+    assert "ProfilerStep#1" not in names and "ProfilerStep#3" not in names

@@ -312,3 +312,24 @@ def test_prof_profiler_is_the_autograd_profile_of_the_last_window():
     tp, op = profiled(theirs), profiled(ours)
     assert type(op.profiler).__name__ == type(tp.profiler).__name__ == "profile"
     assert user_names(op.profiler.function_events) == user_names(tp.profiler.function_events)
+
+
+def test_experimental_config_verbose_drops_the_call_stack(tmp_path):
+    def call_stacks(module, verbose):
+        with module.profile(with_stack=True,
+                            experimental_config=module._ExperimentalConfig(verbose=verbose)) as p:
+            workload(module.record_function)
+        path = tmp_path / f"{module.__name__}-{verbose}.json"
+        p.export_chrome_trace(str(path))
+        import json
+
+        doc = json.loads(path.read_text())
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc  # torch: either form
+        return sum(1 for e in events
+                   if e.get("name") == "inner" and "Call stack" in e.get("args", {}))
+
+    # Both take the argument. Debian's torch 1.13 is built without Kineto, so its traces are
+    # the legacy list with no "Call stack" at all; opscope's follow verbose as Kineto's do.
+    assert call_stacks(theirs, True) == call_stacks(theirs, False) == 0
+    assert call_stacks(ours, True) == 3
+    assert call_stacks(ours, False) == 0

@@ -328,7 +328,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
     w.key("Module Hierarchy");
     w.string(d.module_path);
   }
-  if (d.stack >= 0) {
+  if (d.stack >= 0 && r.trace_call_stacks()) {
     if (!symbolizer) symbolizer.emplace();
     std::string text;
     for (const std::string& frame : analysis::stack_text(r, e, *symbolizer)) {

@@ -159,6 +159,7 @@ struct Profiler::Impl {
         w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
         w.not_recorded = not_recorded;
         w.lenses = config.lenses;
+        w.trace_call_stacks = config.experimental.verbose;
         recorder.start_window(w);
         break;
       }

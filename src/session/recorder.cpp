@@ -297,6 +297,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
 
   details.attach();
   builder.set_lenses(options_.lenses);
+  builder.set_trace_call_stacks(options_.trace_call_stacks);
 
   for (auto& [key, value] : metadata) builder.add_metadata(std::move(key), std::move(value));
   SessionStats& stats = builder.stats();

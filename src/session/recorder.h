@@ -23,6 +23,7 @@ struct WindowOptions {
   bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
   std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
   LensSet lenses;  // what ranges and allocation reports record besides their times
+  bool trace_call_stacks = true;  // ExperimentalConfig::verbose, kept in the result
 };
 
 class Recorder {

@@ -33,6 +33,7 @@ std::int32_t ProfilerResult::Builder::add_stack(std::vector<StackFrame> frames) 
 }
 
 void ProfilerResult::Builder::set_lenses(const LensSet& lenses) { result_->lenses_ = lenses; }
+void ProfilerResult::Builder::set_trace_call_stacks(bool on) { result_->trace_call_stacks_ = on; }
 
 void ProfilerResult::Builder::add_metadata(std::string key, std::string json_value) {
   result_->metadata_.emplace_back(std::move(key), std::move(json_value));
