@@ -92,6 +92,18 @@ struct SyncMemoryHooks {
   ~SyncMemoryHooks() { sync_python_memory_hooks(); }
 };
 
+// Runs start(), step() or stop() of `p` without the GIL (it may stop a window, export,
+// call on_trace_ready, which takes the GIL back). The step range it begins takes the caller's
+// Python frames, captured before the GIL is released; afterwards, even when it threw, Python's
+// allocator wrappers follow the window that may have begun or ended.
+void transition(PyProfiler& p, void (Profiler::*call)()) {
+  const SyncMemoryHooks sync;
+  const PythonStackSnapshot frames(p.with_stack);
+  py::gil_scoped_release release;
+  Lock lock(p.mutex);
+  (p.profiler.*call)();
+}
+
 std::unique_ptr<PyProfiler> make_profiler(std::vector<ActivityType> activities,
                                           const py::object& schedule,
                                           const py::object& on_trace_ready, bool record_shapes,
@@ -273,37 +285,9 @@ void bind_profiler(py::module_& m) {
            py::arg("with_flops") = false, py::arg("with_modules") = false,
            py::arg("experimental_config") = py::none(),
            py::arg("execution_trace_observer") = py::none())
-      .def("start",
-           [](PyProfiler& p) {
-             // A window that records memory may begin or end here, even when this throws.
-             const SyncMemoryHooks sync;
-             {
-               // The step range it begins takes the caller's Python frames.
-               const PythonStackSnapshot frames(p.with_stack);
-               py::gil_scoped_release release;
-               Lock lock(p.mutex);
-               p.profiler.start();
-             }
-           })
-      .def("stop",
-           [](PyProfiler& p) {
-             const SyncMemoryHooks sync;
-             py::gil_scoped_release release;
-             Lock lock(p.mutex);
-             p.profiler.stop();
-           })
-      .def("step",
-           [](PyProfiler& p) {
-             // A window that records memory may begin or end here, even when this throws.
-             const SyncMemoryHooks sync;
-             {
-               // The step range it begins takes the caller's Python frames.
-               const PythonStackSnapshot frames(p.with_stack);
-               py::gil_scoped_release release;
-               Lock lock(p.mutex);
-               p.profiler.step();
-             }
-           })
+      .def("start", [](PyProfiler& p) { transition(p, &Profiler::start); })
+      .def("stop", [](PyProfiler& p) { transition(p, &Profiler::stop); })
+      .def("step", [](PyProfiler& p) { transition(p, &Profiler::step); })
       .def_property_readonly("step_num",
                              [](PyProfiler& p) {
                                py::gil_scoped_release release;
