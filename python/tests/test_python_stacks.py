@@ -293,3 +293,82 @@ def test_python_threads_are_named_as_threading_names_them():
     names = {e.name: e.thread_name for e in p.events()}
     assert names["on_loader"] == "loader-7"
     assert names["on_main"] == threading.main_thread().name
+
+
+# --- the file in speedscope (its own importer under Node.js, as tests/unit does for C++) ---
+
+SPEEDSCOPE_VERSION = "1.25.0"
+IMPORT_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "support",
+                             "speedscope_import.mjs")
+
+
+def speedscope_package(tmp_path):
+    """speedscope from npm: the copy the C++ tests keep in the build tree when there is one,
+    else installed into tmp_path. pytest.skip with the reason when it cannot be had."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node or npm is not installed (Debian: nodejs, npm)")
+    build_tests = os.path.join(os.path.dirname(opscope.__file__), "..", "..", "tests")
+    cache_root = build_tests if os.path.isdir(build_tests) else str(tmp_path)
+    cache = os.path.join(cache_root, f"speedscope-{SPEEDSCOPE_VERSION}")
+    package = os.path.join(cache, "node_modules", "speedscope")
+    if os.path.exists(os.path.join(package, "package.json")):
+        return package
+    staging = f"{cache}.tmp.{os.getpid()}"  # renamed when whole: never half-installed
+    shutil.rmtree(staging, ignore_errors=True)
+    done = subprocess.run(
+        ["timeout", "300", "npm", "install", "--no-audit", "--no-fund", "--no-save",
+         "--fetch-retries=1", "--fetch-timeout=60000", "--prefer-offline", "--prefix", staging,
+         f"speedscope@{SPEEDSCOPE_VERSION}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        pytest.skip(f"npm could not install speedscope (registry unreachable?): "
+                    f"{done.stdout[-300:]}{done.stderr[-300:]}")
+    try:
+        os.rename(staging, cache)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)  # another run got there first
+    return package
+
+
+def test_speedscope_reads_python_stacks_as_the_user_wrote_them(tmp_path):
+    import subprocess
+
+    package = speedscope_package(tmp_path)
+
+    def work():
+        with record_function("work_op"):
+            sum(range(20000))
+
+    with profile(with_stack=True, schedule=lambda step: 2) as p:  # every step records
+        for _ in range(3):
+            work()
+            p.step()
+    path = tmp_path / "stacks.txt"
+    p.export_stacks(str(path))
+    ours = {}
+    for line in path.read_text().splitlines():
+        frames, _, weight = line.rpartition(" ")
+        ours[frames] = ours.get(frames, 0) + int(weight)
+    done = subprocess.run(["node", IMPORT_SCRIPT, package, str(path), "profile.collapsedstack.txt"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    got = json.loads(done.stdout[done.stdout.rfind("\n{") + 1:])
+    assert got["importer"] == "Importing as collapsed stack format"
+    assert got["total"] == sum(ours.values())
+    stacks = [s for s, _ in got["stacks"]]
+    # Every frame is the user's: no interpreter or extension addresses, no opscope code.
+    for stack in stacks:
+        for f in stack.split(";"):
+            assert "+0x" not in f and "opscope/" not in f and "python3" not in f, stack
+    # The step ranges start at the step() call, the work at work()'s range.
+    assert any(s.split(";")[-1].startswith("ProfilerStep#") and
+               "test_speedscope_reads_python_stacks_as_the_user_wrote_them" in s.split(";")[-2]
+               for s in stacks), stacks
+    assert any(s.endswith(";work_op") and "work" in s.split(";")[-2] for s in stacks), stacks
