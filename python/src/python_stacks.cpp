@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "bindings.h"
+#include "collect/collector.h"
 #include "collect/string_table.h"
 #include "opscope/internal/collector.h"
 #include "opscope/module.h"
@@ -207,6 +208,9 @@ std::uint64_t label_of(const RawFrame& f) noexcept {
     return kLabelFrameBit | c.label;
   std::uint32_t label;
   try {
+    // This may run while a stack blob is written in place, and interning (and the UTF-8
+    // of the names) allocates: no allocation report may land inside the blob.
+    const collect::OwnWorkScope own_work;
     label = intern_frame(f);
   } catch (...) {
     return 0;

@@ -80,10 +80,10 @@ std::uint16_t ensure_registered(bool from_allocator = false) noexcept;
 bool in_slow_path() noexcept;
 
 // Marks the calling thread as doing opscope's own work for its lifetime, like a slow path:
-// allocation reports made meanwhile are dropped. Taken around a blob written in place
-// (reserve_blob ... publish_blob): whatever the writing allocates (a thread's first stack
-// capture looks up its stack bounds; Python frames intern their labels) must not append a
-// report into the middle of the blob. Nests.
+// allocation reports made meanwhile are dropped. Taken around whatever allocates while a
+// blob is written in place (reserve_blob ... publish_blob), so that no report is appended
+// into the middle of the blob: a thread's first stack capture looking up its stack bounds,
+// Python frames interning their labels. Nests.
 class OwnWorkScope {
  public:
   OwnWorkScope() noexcept;

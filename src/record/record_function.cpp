@@ -170,7 +170,6 @@ void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
     // innermost frame kept is the function holding the range (or, for dynamic names,
     // begin_dynamic, which export leaves out).
     constexpr std::size_t kRoom = record::kMaxStackFrames * sizeof(std::uint64_t);
-    const collect::OwnWorkScope own_work;  // no allocation report inside the blob
     if (std::byte* out = internal::reserve_blob(kRoom, epoch_)) {
       auto* words = reinterpret_cast<std::uint64_t*>(out);
       std::size_t n = record::capture_stack(words, record::kMaxStackFrames, 2,

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "collect/collector.h"
 #include "opscope/module.h"
 
 namespace opscope::record {
@@ -58,6 +59,9 @@ std::atomic<ForeignStackProvider> g_foreign_stack{nullptr};
 // Looks the bounds up. pthread_getattr_np allocates (its affinity mask) and, on the main
 // thread, reads /proc/self/maps: once per thread, out of line.
 [[gnu::noinline, gnu::cold]] void look_up_bounds() noexcept {
+  // pthread_getattr_np allocates, and this runs while a stack blob is being written in
+  // place: a report of that allocation must not be appended into the middle of it.
+  const collect::OwnWorkScope own_work;
   t_bounds.state = kLooking;
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) != 0) {
