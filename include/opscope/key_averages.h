@@ -31,6 +31,9 @@ struct FunctionEventAvg {
   std::string input_shapes;                 // "[[32, 64], [128, 64]]" when grouped by shape
   std::vector<std::string> stack;           // innermost first, when grouped by stack
   std::int64_t node_id = -1;                // remote events; -1 for local
+  // The table's "Self CPU %": this key's self time as a percentage of the self time of all
+  // the keys averaged with it (key_averages sets it; 0 in rows built by hand).
+  double self_cpu_percent_total = 0;
   bool is_async = false;                    // some member ended on another thread
   // Some member had no enclosing event (Event::parent == -1). table()'s
   // top_level_events_only shows only these rows; rows built by hand are top level by default.

@@ -120,6 +120,7 @@ class FunctionEventAvg:
     is_async: bool
     is_remote: bool
     is_legacy: bool
+    self_cpu_percent_total: float  # the table's Self CPU % of this key (torch 2)
     device_type: DeviceType
     scope: None
     cpu_parent: None

@@ -489,6 +489,7 @@ void bind_results(py::module_& m) {
                              [](const FunctionEventAvg& a) { return shapes_list(a.input_shapes); })
       .def_readonly("stack", &FunctionEventAvg::stack)
       .def_readonly("node_id", &FunctionEventAvg::node_id)
+      .def_readonly("self_cpu_percent_total", &FunctionEventAvg::self_cpu_percent_total)
       .def_readonly("is_async", &FunctionEventAvg::is_async)
       .def("__repr__", [](const FunctionEventAvg& a) {
         return "<FunctionEventAvg key='" + a.key + "' count=" + std::to_string(a.count) +

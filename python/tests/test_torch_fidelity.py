@@ -202,6 +202,9 @@ def test_function_event_avg_has_torchs_attributes_with_torchs_types():
             continue
         assert same_kind(name, t_value, o_value), f"{name}: torch {t_value!r}, opscope {o_value!r}"
     assert o_row.count == t_row.count == 3
+    # torch 2's self_cpu_percent_total: the key's share of the self time, as "Self CPU %".
+    shares = [r.self_cpu_percent_total for r in op.key_averages()]
+    assert sum(shares) == pytest.approx(100.0) and all(s >= 0 for s in shares)
     # add() accumulates as torch's does.
     total = next(r for r in op.key_averages() if r.key == "outer")
     total.add(o_row)

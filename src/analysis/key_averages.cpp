@@ -264,6 +264,14 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
     if (const auto* stack = stack_of(events[p.first])) row.stack = *stack;
     rows.push_back(std::move(row));
   }
+  std::int64_t self_total = 0;
+  for (const FunctionEventAvg& r : rows) self_total += r.self_cpu_time_total_ns;
+  if (self_total > 0) {
+    for (FunctionEventAvg& r : rows) {
+      r.self_cpu_percent_total =
+          100.0 * static_cast<double>(r.self_cpu_time_total_ns) / static_cast<double>(self_total);
+    }
+  }
   KeyAverages out(std::move(rows));
   out.profile_memory = result.lenses().profile_memory;
   out.with_flops = result.lenses().with_flops;
