@@ -39,6 +39,19 @@ struct FunctionEventAvg {
   // top_level_events_only shows only these rows; rows built by hand are top level by default.
   bool top_level = true;
 
+  // Adds the statistics of `other` to these (torch's FunctionEventAvg.add); an empty row takes
+  // its key.
+  void add(const FunctionEventAvg& other) {
+    if (count == 0) key = other.key;
+    count += other.count;
+    cpu_time_total_ns += other.cpu_time_total_ns;
+    self_cpu_time_total_ns += other.self_cpu_time_total_ns;
+    cpu_memory_usage += other.cpu_memory_usage;
+    self_cpu_memory_usage += other.self_cpu_memory_usage;
+    flops += other.flops;
+    is_async |= other.is_async;
+  }
+
   double cpu_time_avg_ns() const {
     return count == 0 ? 0.0 : static_cast<double>(cpu_time_total_ns) / static_cast<double>(count);
   }
@@ -93,12 +106,6 @@ KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int3
 // The key an event is averaged under: its name, or "ProfilerStep*" for a "ProfilerStep#N"
 // (torch.autograd.profiler_util's _rewrite_name with the wildcard).
 std::string_view row_name(std::string_view name);
-
-// One row per listed event (count 1), in the given order, for a table of single events as
-// torch's EventList.table() renders events(): name, times, memory (with the memory lens),
-// FLOPs, input shapes and stack when the window recorded them.
-std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
-                                         std::span<const std::int32_t> events);
 
 // Bytes of allocation reports inside each event (indexed like result.events()), its children's
 // included (`total`) and made directly in it (`self`); empty without the memory lens.

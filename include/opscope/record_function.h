@@ -89,8 +89,7 @@ struct ObserverFrame;  // observers active on one range; defined in src/record
 class RecordFunction {
  public:
   // Two-phase form, as in PyTorch: decide activity now, name the range with before().
-  explicit RecordFunction(RecordScope scope = RecordScope::kFunction) noexcept
-      : scope_(scope) {
+  explicit RecordFunction(RecordScope scope = RecordScope::kFunction) noexcept : scope_(scope) {
     const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
     state_ = state == 0 ? kInactive : kPending;
   }
@@ -164,9 +163,8 @@ class RecordFunction {
     if (state_ != kPending) return false;
     const std::uint32_t state = internal::g_state.load(std::memory_order_relaxed);
     // A session's record_shapes or with_flops answers inline; only observers need the call.
-    if ((state & internal::kStateLenses) &&
-        (internal::g_lenses.load(std::memory_order_relaxed) &
-         (internal::kLensShapes | internal::kLensFlops))) {
+    if ((state & internal::kStateLenses) && (internal::g_lenses.load(std::memory_order_relaxed) &
+                                             (internal::kLensShapes | internal::kLensFlops))) {
       return true;
     }
     return (state & internal::kStateCallbacks) != 0 && wants_inputs_slow();
@@ -176,9 +174,14 @@ class RecordFunction {
   void end() noexcept {
     if (state_ == kRecording) [[likely]] {
       state_ = kEnded;
-      internal::Record r{start_, internal::ticks(), name_, id_, thread_,
+      internal::Record r{start_,
+                         internal::ticks(),
+                         name_,
+                         id_,
+                         thread_,
                          static_cast<std::uint8_t>(scope_),
-                         static_cast<std::uint8_t>(internal::RecordKind::kRange), name_flags_};
+                         static_cast<std::uint8_t>(internal::RecordKind::kRange),
+                         name_flags_};
       internal::append(r, epoch_);
       if (sequence_nr_ >= 0 || forward_thread_id_ != 0) [[unlikely]] {
         append_link();
@@ -208,9 +211,7 @@ class RecordFunction {
   void set_sequence_nr(std::int64_t n) noexcept {
     if (is_active()) sequence_nr_ = n;
   }
-  std::uint64_t forward_thread_id() const noexcept {
-    return is_active() ? forward_thread_id_ : 0;
-  }
+  std::uint64_t forward_thread_id() const noexcept { return is_active() ? forward_thread_id_ : 0; }
   void set_forward_thread_id(std::uint64_t tid) noexcept {
     if (is_active()) forward_thread_id_ = tid;
   }
@@ -332,11 +333,20 @@ class RecordFunctionCallback {
   explicit RecordFunctionCallback(ObserverStartFn start, ObserverEndFn end = nullptr)
       : start_(std::move(start)), end_(std::move(end)) {}
 
-  RecordFunctionCallback& needs_inputs(bool v) { needs_inputs_ = v; return *this; }
-  RecordFunctionCallback& needs_ids(bool v) { needs_ids_ = v; return *this; }
+  RecordFunctionCallback& needs_inputs(bool v) {
+    needs_inputs_ = v;
+    return *this;
+  }
+  RecordFunctionCallback& needs_ids(bool v) {
+    needs_ids_ = v;
+    return *this;
+  }
   // The observer reads RecordFunction::outputs() in its end callback: ranges it watches keep
   // a copy of what set_outputs() gives them.
-  RecordFunctionCallback& needs_outputs(bool v) { needs_outputs_ = v; return *this; }
+  RecordFunctionCallback& needs_outputs(bool v) {
+    needs_outputs_ = v;
+    return *this;
+  }
   // Only ranges of these scopes are observed (all scopes by default).
   RecordFunctionCallback& scopes(std::initializer_list<RecordScope> scopes);
   // Each range is observed with this probability, in (0, 1]. Throws opscope::Error otherwise.
@@ -346,9 +356,7 @@ class RecordFunctionCallback {
   bool needs_ids() const { return needs_ids_; }
   bool needs_outputs() const { return needs_outputs_; }
   double sampling_prob() const { return sampling_prob_; }
-  bool selects(RecordScope s) const {
-    return (scope_mask_ >> static_cast<unsigned>(s)) & 1u;
-  }
+  bool selects(RecordScope s) const { return (scope_mask_ >> static_cast<unsigned>(s)) & 1u; }
   const ObserverStartFn& start() const { return start_; }
   const ObserverEndFn& end() const { return end_; }
 
@@ -379,7 +387,7 @@ void clear_callbacks();
 
 bool has_global_callbacks();
 bool has_thread_local_callbacks();  // on the calling thread
-bool has_callbacks();                // either of the above
+bool has_callbacks();               // either of the above
 
 }  // namespace opscope
 
@@ -388,14 +396,13 @@ bool has_callbacks();                // either of the above
 
 // A range over the rest of the enclosing block. `name` must be a string literal (or another
 // constant expression of static storage): only a pointer to it is stored.
-#define OPSCOPE_RECORD_SCOPE_(name, scope)                                                  \
-  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){           \
-      name, __func__, __FILE__, __LINE__};                                                 \
-  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_, __LINE__)(                      \
+#define OPSCOPE_RECORD_SCOPE_(name, scope)                                       \
+  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){ \
+      name, __func__, __FILE__, __LINE__};                                       \
+  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_, __LINE__)(           \
       OPSCOPE_CONCAT_(opscope_site_, __LINE__), scope)
 
-#define OPSCOPE_RECORD_FUNCTION(name) \
-  OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kFunction)
+#define OPSCOPE_RECORD_FUNCTION(name) OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kFunction)
 #define OPSCOPE_USER_SCOPE(name) OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kUserScope)
 #define OPSCOPE_BACKWARD_FUNCTION(name) \
   OPSCOPE_RECORD_SCOPE_(name, ::opscope::RecordScope::kBackwardFunction)
@@ -404,13 +411,13 @@ bool has_callbacks();                // either of the above
 // records them (record_shapes, with_flops, an observer with needs_inputs):
 //   OPSCOPE_RECORD_FUNCTION_WITH_INPUTS("aten::mm", opscope::Value::tensor({m, k}),
 //                                        opscope::Value::tensor({k, n}));
-#define OPSCOPE_RECORD_FUNCTION_WITH_INPUTS(name, ...)                                       \
-  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){             \
-      name, __func__, __FILE__, __LINE__};                                                   \
-  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_, __LINE__)(                        \
-      ::opscope::RecordScope::kFunction);                                                    \
-  if (OPSCOPE_CONCAT_(opscope_range_, __LINE__).wants_inputs())                              \
-    OPSCOPE_CONCAT_(opscope_range_, __LINE__)                                                \
-        .before(OPSCOPE_CONCAT_(opscope_site_, __LINE__), {__VA_ARGS__});                    \
-  else                                                                                       \
+#define OPSCOPE_RECORD_FUNCTION_WITH_INPUTS(name, ...)                                    \
+  static constexpr ::opscope::CallSite OPSCOPE_CONCAT_(opscope_site_, __LINE__){          \
+      name, __func__, __FILE__, __LINE__};                                                \
+  ::opscope::RecordFunction OPSCOPE_CONCAT_(opscope_range_,                               \
+                                            __LINE__)(::opscope::RecordScope::kFunction); \
+  if (OPSCOPE_CONCAT_(opscope_range_, __LINE__).wants_inputs())                           \
+    OPSCOPE_CONCAT_(opscope_range_, __LINE__)                                             \
+        .before(OPSCOPE_CONCAT_(opscope_site_, __LINE__), {__VA_ARGS__});                 \
+  else                                                                                    \
     OPSCOPE_CONCAT_(opscope_range_, __LINE__).before(OPSCOPE_CONCAT_(opscope_site_, __LINE__))

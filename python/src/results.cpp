@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/event_rows.h"
 #include "analysis/inputs_text.h"
 #include "analysis/stacks.h"
 #include "bindings.h"
@@ -33,6 +34,13 @@ std::int64_t ResultView::memory(std::size_t index, bool self) {
   if (!memory_) memory_ = event_memory(*result_);
   const std::vector<std::int64_t>& bytes = self ? memory_->self : memory_->total;
   return index < bytes.size() ? bytes[index] : 0;
+}
+
+std::vector<FunctionEventAvg> ResultView::rows(std::span<const std::int32_t> events) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!memory_) memory_ = event_memory(*result_);
+  if (!symbolizer_) symbolizer_ = std::make_unique<analysis::Symbolizer>();
+  return analysis::event_rows(*result_, events, *memory_, *symbolizer_);
 }
 
 namespace {
@@ -77,8 +85,7 @@ std::vector<FunctionEventAvg> rows_of(const py::list& items) {
   std::vector<std::int32_t> indices;
   const auto flush = [&] {
     if (indices.empty()) return;
-    std::vector<FunctionEventAvg> more =
-        value_errors([&] { return event_rows(view->result(), indices); });
+    std::vector<FunctionEventAvg> more = value_errors([&] { return view->rows(indices); });
     rows.insert(rows.end(), std::make_move_iterator(more.begin()),
                 std::make_move_iterator(more.end()));
     indices.clear();
@@ -163,6 +170,24 @@ std::string table(const KeyAverages& k, const std::optional<std::string>& sort_b
   o.header = header.value_or("");
   o.top_level_events_only = top_level_events_only;
   return value_errors([&] { return k.table(o); });
+}
+
+// What a FunctionEvent or FunctionEventAvg says of CUDA, its device and the legacy profiler,
+// as torch's do on a machine without a GPU: zero CUDA time and memory, CPU.
+template <typename T>
+void def_cpu_only_fields(py::module_& m, const char* name) {
+  auto cls = py::reinterpret_borrow<py::class_<T>>(m.attr(name));
+  for (const char* time : {"cuda_time", "cuda_time_total", "self_cuda_time_total"}) {
+    cls.def_property_readonly(time, [](const T&) { return 0.0; });
+  }
+  for (const char* text : {"cuda_time_str", "cuda_time_total_str", "self_cuda_time_total_str"}) {
+    cls.def_property_readonly(text, [](const T&) { return format_time_us(0); });
+  }
+  for (const char* memory : {"cuda_memory_usage", "self_cuda_memory_usage"}) {
+    cls.def_property_readonly(memory, [](const T&) { return 0; });
+  }
+  cls.def_property_readonly("device_type", [](const T&) { return DeviceType::kCPU; });
+  cls.def_property_readonly("is_legacy", [](const T&) { return false; });
 }
 
 }  // namespace
@@ -252,15 +277,8 @@ void bind_results(py::module_& m) {
       "total_average_of",
       [](const py::list& items) {
         FunctionEventAvg total;
+        for (const FunctionEventAvg& r : rows_of(items)) total.add(r);
         total.key = "Total";
-        for (const FunctionEventAvg& r : rows_of(items)) {
-          total.count += r.count;
-          total.cpu_time_total_ns += r.cpu_time_total_ns;
-          total.self_cpu_time_total_ns += r.self_cpu_time_total_ns;
-          total.cpu_memory_usage += r.cpu_memory_usage;
-          total.self_cpu_memory_usage += r.self_cpu_memory_usage;
-          total.flops += r.flops;
-        }
         return total;
       },
       "All the items summed into one FunctionEventAvg keyed \"Total\" (EventList.total_average()).",
@@ -294,24 +312,12 @@ void bind_results(py::module_& m) {
       .def_property_readonly(
           "self_cpu_time_total_str",
           [](const FunctionEvent& f) { return format_time_us(ns_to_us(f.event().self_ns)); })
-      .def_property_readonly("cuda_time", [](const FunctionEvent&) { return 0.0; })
-      .def_property_readonly("cuda_time_total", [](const FunctionEvent&) { return 0.0; })
-      .def_property_readonly("self_cuda_time_total", [](const FunctionEvent&) { return 0.0; })
-      .def_property_readonly("cuda_time_str",
-                             [](const FunctionEvent&) { return format_time_us(0); })
-      .def_property_readonly("cuda_time_total_str",
-                             [](const FunctionEvent&) { return format_time_us(0); })
-      .def_property_readonly("self_cuda_time_total_str",
-                             [](const FunctionEvent&) { return format_time_us(0); })
       .def_property_readonly("cpu_memory_usage",
                              [](const FunctionEvent& f) { return f.cpu_memory(false); })
       .def_property_readonly("self_cpu_memory_usage",
                              [](const FunctionEvent& f) { return f.cpu_memory(true); })
-      .def_property_readonly("cuda_memory_usage", [](const FunctionEvent&) { return 0; })
-      .def_property_readonly("self_cuda_memory_usage", [](const FunctionEvent&) { return 0; })
       .def_property_readonly("time_range", &time_range)
       .def_property_readonly("is_remote", [](const FunctionEvent&) { return false; })
-      .def_property_readonly("is_legacy", [](const FunctionEvent&) { return false; })
       .def_property_readonly("kernels", [](const FunctionEvent&) { return py::list(); })
       .def_property_readonly("device_index", [](const FunctionEvent&) { return 0; })
       .def_property_readonly(
@@ -403,7 +409,6 @@ void bind_results(py::module_& m) {
                                return f.event().kind == EventKind::kMemory && d ? d->memory.bytes
                                                                                 : 0;
                              })
-      .def_property_readonly("device_type", [](const FunctionEvent&) { return DeviceType::kCPU; })
       .def_property_readonly("node_id", [](const FunctionEvent&) { return -1; })
       .def("__eq__", [](const FunctionEvent& a,
                         const FunctionEvent& b) { return a.view == b.view && a.index == b.index; })
@@ -432,37 +437,14 @@ void bind_results(py::module_& m) {
                              [](const FunctionEventAvg& a) {
                                return format_time_us(ns_to_us(a.self_cpu_time_total_ns));
                              })
-      .def_property_readonly("cuda_time", [](const FunctionEventAvg&) { return 0.0; })
-      .def_property_readonly("cuda_time_total", [](const FunctionEventAvg&) { return 0.0; })
-      .def_property_readonly("self_cuda_time_total", [](const FunctionEventAvg&) { return 0.0; })
-      .def_property_readonly("cuda_time_str",
-                             [](const FunctionEventAvg&) { return format_time_us(0); })
-      .def_property_readonly("cuda_time_total_str",
-                             [](const FunctionEventAvg&) { return format_time_us(0); })
-      .def_property_readonly("self_cuda_time_total_str",
-                             [](const FunctionEventAvg&) { return format_time_us(0); })
-      .def_property_readonly("cuda_memory_usage", [](const FunctionEventAvg&) { return 0; })
-      .def_property_readonly("self_cuda_memory_usage", [](const FunctionEventAvg&) { return 0; })
-      .def_property_readonly("device_type",
-                             [](const FunctionEventAvg&) { return DeviceType::kCPU; })
       .def_property_readonly("is_remote", [](const FunctionEventAvg& a) { return a.node_id >= 0; })
-      .def_property_readonly("is_legacy", [](const FunctionEventAvg&) { return false; })
       .def_property_readonly("scope", [](const FunctionEventAvg&) { return py::none(); })
       .def(
           "add",
           [](FunctionEventAvg& a, const py::object& other) -> FunctionEventAvg& {
             py::list one;
             one.append(other);
-            for (const FunctionEventAvg& r : rows_of(one)) {
-              if (a.count == 0) a.key = r.key;
-              a.count += r.count;
-              a.cpu_time_total_ns += r.cpu_time_total_ns;
-              a.self_cpu_time_total_ns += r.self_cpu_time_total_ns;
-              a.cpu_memory_usage += r.cpu_memory_usage;
-              a.self_cpu_memory_usage += r.self_cpu_memory_usage;
-              a.flops += r.flops;
-              a.is_async |= r.is_async;
-            }
+            for (const FunctionEventAvg& r : rows_of(one)) a.add(r);
             return a;
           },
           py::arg("other"), py::return_value_policy::reference_internal,
@@ -513,6 +495,8 @@ void bind_results(py::module_& m) {
         py::gil_scoped_release release;
         return k.table();
       });
+  def_cpu_only_fields<FunctionEvent>(m, "FunctionEvent");
+  def_cpu_only_fields<FunctionEventAvg>(m, "FunctionEventAvg");
 }
 
 }  // namespace opscope::python

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,7 @@ namespace opscope::python {
 
 class ResultView {
  public:
-  explicit ResultView(std::shared_ptr<const ProfilerResult> result)
-      : result_(std::move(result)) {}
+  explicit ResultView(std::shared_ptr<const ProfilerResult> result) : result_(std::move(result)) {}
 
   const ProfilerResult& result() const { return *result_; }
 
@@ -29,6 +29,10 @@ class ResultView {
   // Bytes of allocation reports inside event `index` (children included) and directly in it;
   // 0 without the memory lens. Summed once for the whole window, on first use. Thread-safe.
   std::int64_t memory(std::size_t index, bool self);
+
+  // Table rows of single events (analysis::event_rows), with this view's memory sums and
+  // symbolizer. Thread-safe.
+  std::vector<FunctionEventAvg> rows(std::span<const std::int32_t> events);
 
  private:
   std::shared_ptr<const ProfilerResult> result_;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/event_rows.h"
 #include "analysis/flops.h"
 #include "analysis/inputs_text.h"
 #include "analysis/stacks.h"
@@ -321,11 +322,11 @@ KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int3
   return average(result, &included, group_by_input_shape, group_by_stack_n);
 }
 
-std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
-                                         std::span<const std::int32_t> indices) {
+std::vector<FunctionEventAvg> analysis::event_rows(const ProfilerResult& result,
+                                                   std::span<const std::int32_t> indices,
+                                                   const EventMemory& memory,
+                                                   Symbolizer& symbolizer) {
   const std::vector<Event>& events = result.events();
-  const LensSums sums(result);
-  std::optional<analysis::Symbolizer> symbolizer;
   std::vector<FunctionEventAvg> rows;
   rows.reserve(indices.size());
   for (const std::int32_t i : indices) {
@@ -337,14 +338,15 @@ std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
     const Event& e = events[index];
     Partial p{.key = key_of(e)};
     p.add(e);
-    sums.add(p, index);
+    if (index < memory.total.size()) {
+      p.memory = memory.total[index];
+      p.self_memory = memory.self[index];
+    }
     FunctionEventAvg row = row_of(p);
     if (const EventDetail* d = result.detail(e)) {
+      if (result.lenses().with_flops) row.flops = analysis::flops_of(result, e);
       if (result.lenses().record_shapes) row.input_shapes = analysis::shapes_text(d->inputs);
-      if (d->stack >= 0) {
-        if (!symbolizer) symbolizer.emplace();
-        row.stack = analysis::stack_text(result, e, *symbolizer);
-      }
+      if (d->stack >= 0) row.stack = analysis::stack_text(result, e, symbolizer);
     }
     rows.push_back(std::move(row));
   }

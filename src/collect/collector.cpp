@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <thread>
 
 namespace opscope {
@@ -215,6 +216,13 @@ struct ThreadHook {
 };
 thread_local ThreadHook t_hook;
 
+std::string thread_name(std::uint64_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 void register_thread(ThreadContext& c, bool use_name_hook = true) {
   SlowPathScope slow;
   auto buffer = std::make_shared<ThreadBuffer>();
@@ -265,22 +273,11 @@ void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
 
 }  // namespace
 
-namespace {
-
-std::string thread_name(std::uint64_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-
-}  // namespace
-
 void set_thread_name_hook(ThreadNameHook hook) noexcept {
   g_name_hook.store(hook, std::memory_order_release);
 }
 
-std::string name_of_slot(std::uint16_t slot) {
+std::optional<SlotThread> thread_of_slot(std::uint16_t slot) {
   std::shared_ptr<ThreadBuffer> found;
   {
     Registry& r = registry();
@@ -289,12 +286,13 @@ std::string name_of_slot(std::uint16_t slot) {
       if (b->slot == slot) found = b;
     }
   }
-  if (!found) return {};
+  if (!found) return std::nullopt;
   std::lock_guard<std::mutex> lock(found->mu);
+  SlotThread out{found->tid, found->name};
   if (!found->named && !found->exited) {
-    if (std::string fresh = thread_name(found->tid); !fresh.empty()) return fresh;
+    if (std::string fresh = thread_name(found->tid); !fresh.empty()) out.name = std::move(fresh);
   }
-  return found->name;
+  return out;
 }
 
 std::uint64_t current_tid() noexcept { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }

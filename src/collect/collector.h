@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,9 +97,13 @@ class OwnWorkScope {
 std::uint64_t current_tid() noexcept;
 // OS id of the thread registered in `slot`, or 0.
 std::uint64_t tid_of_slot(std::uint16_t slot) noexcept;
-// The name results give the thread registered in `slot`: the one the name hook gave it, else
-// its OS name (/proc comm) while it lives; "" when the slot is free.
-std::string name_of_slot(std::uint16_t slot);
+// The thread registered in `slot`, as results show it: its OS id and the name the name hook
+// gave it, else its OS name (/proc comm, fresh while it lives); nullopt when the slot is free.
+struct SlotThread {
+  std::uint64_t tid = 0;
+  std::string name;
+};
+std::optional<SlotThread> thread_of_slot(std::uint16_t slot);
 
 // Names the calling thread for results, or leaves `name` alone (returns false). Called once per
 // thread, when it registers (its first recorded range, mark or report), in a slow path: it

@@ -271,12 +271,10 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
         e.kind = EventKind::kAsyncRange;
         auto it = thread_of_slot.find(r.thread);
         if (it == thread_of_slot.end()) {
-          const std::uint64_t tid = collect::tid_of_slot(r.thread);
-          it = tid == 0 ? it
-                        : thread_of_slot
-                              .emplace(r.thread,
-                                       builder.add_thread({tid, collect::name_of_slot(r.thread)}))
-                              .first;
+          if (auto begun = collect::thread_of_slot(r.thread)) {
+            const std::int32_t index = builder.add_thread({begun->tid, std::move(begun->name)});
+            it = thread_of_slot.emplace(r.thread, index).first;
+          }
         }
         e.thread = it != thread_of_slot.end() ? it->second : own;
         e.end_thread = own;
