@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
@@ -70,23 +71,45 @@ struct ThreadBuffer {
 };
 
 // Chunk memory. Large chunks are mapped with their pages populated (one system call instead
-// of a page fault every 128 ranges). While a Profiler runs, chunks come from a pool: a
-// background thread keeps kReserveChunks of them mapped ahead of demand, so the kernel's cost
-// of fresh pages is paid off the recording threads, and chunks a window no longer needs go
-// back to the pool for the next window. Measured in bench/RESULTS.md.
-inline constexpr std::size_t kReserveChunks = 4;  // 8 MiB mapped ahead while profiling
+// of a page fault every 128 ranges). Fresh pages are the dominant cost of a busy range (the
+// kernel's work for them costs more per range than the range itself), so chunks are pooled:
+// - While a window may record (a Profiler holds the claim), a background thread keeps
+//   kReserveChunks mapped ahead of demand, off the recording threads.
+// - Chunks a window no longer needs go back to the pool, up to kPoolCapChunks, and stay there
+//   across windows and Profilers: the next window of a similar size touches no fresh page.
+// - Once nothing records for kPoolIdleRelease, the refill thread unmaps the pool and exits, so
+//   a program that profiled once does not keep the memory.
+// Measured in bench/RESULTS.md (first_window_bench).
+inline constexpr std::size_t kReserveChunks = 4;    // 8 MiB mapped ahead while profiling
+inline constexpr std::size_t kPoolCapChunks = 128;  // 256 MiB kept at most between windows
+inline constexpr std::chrono::milliseconds kPoolIdleRelease{10'000};
 
 struct ChunkPool {
   std::mutex mu;
   std::condition_variable wake;  // the refill thread waits here
   std::vector<Chunk*> chunks;
-  bool enabled = false;
-  std::thread refiller;
+  bool enabled = false;     // a window may record: refill ahead
+  bool thread_running = false;  // the refill thread lives; chunks returned are kept
+  std::uint64_t generation = 0;  // bumped by each set_chunk_pooling: restarts the idle wait
+  std::chrono::milliseconds idle_release = kPoolIdleRelease;
 };
 
-ChunkPool& pool() {
+ChunkPool& make_pool() {
   static ChunkPool* p = new ChunkPool;  // never destroyed, like the registry
+  // A child of fork() has no refill thread: it starts its own when it profiles, and must not
+  // inherit the pool's lock held by the parent's.
+  pthread_atfork([] { p->mu.lock(); }, [] { p->mu.unlock(); },
+                 [] {
+                   p->thread_running = false;
+                   p->enabled = false;
+                   p->mu.unlock();
+                 });
   return *p;
+}
+
+ChunkPool& pool() {
+  static ChunkPool& p = make_pool();
+  return p;
 }
 
 void* map_populated(std::size_t bytes) noexcept {
@@ -135,13 +158,14 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
   return c;
 }
 
-// Returns a chunk nobody writes any more: to the pool while pooling is on, else to the OS.
+// Returns a chunk nobody writes any more: to the pool while it keeps chunks and has room,
+// else to the OS.
 void release_chunk(Chunk* c) noexcept {
   SlowPathScope slow;
   if (c->bytes == kLargeChunkBytes) {
     ChunkPool& p = pool();
     std::lock_guard<std::mutex> lock(p.mu);
-    if (p.enabled) {
+    if (p.thread_running && p.chunks.size() < kPoolCapChunks) {
       try {
         p.chunks.push_back(c);
         return;
@@ -152,14 +176,22 @@ void release_chunk(Chunk* c) noexcept {
   free_chunk(c);
 }
 
-// Keeps kReserveChunks large chunks in the pool while pooling is on.
+// The pool's thread: keeps kReserveChunks large chunks mapped while a window may record, and
+// unmaps the pool and exits once nothing has recorded for the idle period.
 void refill_loop() {
   // All this thread allocates is opscope's own, made while it may hold the pool's lock.
   SlowPathScope slow;
   ChunkPool& p = pool();
   pthread_setname_np(pthread_self(), "opscope-refill");
   std::unique_lock<std::mutex> lock(p.mu);
-  while (p.enabled) {
+  while (true) {
+    if (!p.enabled) {
+      const std::uint64_t generation = p.generation;
+      const bool woken = p.wake.wait_for(lock, p.idle_release,
+                                         [&] { return p.generation != generation; });
+      if (woken) continue;
+      break;  // idle for the whole period
+    }
     if (p.chunks.size() >= kReserveChunks) {
       p.wake.wait(lock);
       continue;
@@ -173,9 +205,19 @@ void refill_loop() {
       c->bytes = kLargeChunkBytes;
     }
     lock.lock();
-    if (c == nullptr) break;  // out of memory: recording threads map their own, or drop
+    if (c == nullptr) {
+      // Out of memory: recording threads map their own, or drop. Wait for the next change.
+      const std::uint64_t generation = p.generation;
+      p.wake.wait(lock, [&] { return p.generation != generation; });
+      continue;
+    }
     p.chunks.push_back(c);
   }
+  std::vector<Chunk*> idle;
+  idle.swap(p.chunks);
+  p.thread_running = false;
+  lock.unlock();
+  for (Chunk* c : idle) free_chunk(c);
 }
 
 ThreadBuffer::~ThreadBuffer() {
@@ -323,29 +365,33 @@ std::uint16_t ensure_registered(bool from_allocator) noexcept {
 void set_chunk_pooling(bool on) noexcept {
   SlowPathScope slow;
   ChunkPool& p = pool();
-  std::vector<Chunk*> to_free;
-  std::thread finished;
-  {
-    std::lock_guard<std::mutex> lock(p.mu);
-    if (p.enabled == on) return;
-    p.enabled = on;
-    if (on) {
-      try {
-        p.refiller = std::thread(refill_loop);
-      } catch (...) {
-        // No thread: recording threads map chunks themselves, as without the pool.
-      }
-    } else {
-      finished = std::move(p.refiller);
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.enabled == on) return;
+  p.enabled = on;
+  ++p.generation;
+  if (on && !p.thread_running) {
+    try {
+      std::thread(refill_loop).detach();
+      p.thread_running = true;
+    } catch (...) {
+      // No thread: recording threads map chunks themselves, and nothing is kept.
     }
   }
-  if (!on) {
-    p.wake.notify_all();
-    if (finished.joinable()) finished.join();
-    std::lock_guard<std::mutex> lock(p.mu);
-    to_free.swap(p.chunks);
-  }
-  for (Chunk* c : to_free) free_chunk(c);
+  p.wake.notify_all();
+}
+
+void set_chunk_pool_idle_release(std::chrono::milliseconds idle) noexcept {
+  ChunkPool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.idle_release = idle;
+  ++p.generation;
+  p.wake.notify_all();
+}
+
+std::uint64_t pooled_chunk_bytes() noexcept {
+  ChunkPool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.chunks.size() * kLargeChunkBytes;
 }
 
 void set_thread_membership(std::uint32_t epoch) noexcept { t_ctx.member_epoch = epoch; }

@@ -6,6 +6,7 @@
 // take their own buffer's mutex, in slow paths (new chunk, new epoch).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,9 +60,15 @@ struct Drained {
 // releases the buffers of exited threads.
 Drained drain(std::uint32_t epoch);
 
-// While on, chunks that windows no longer need are kept for the next window instead of being
-// unmapped; turning it off frees them. The session turns it on while a Profiler is started.
+// On while a window may record (the session turns it on while a Profiler or the legacy
+// profiler holds the claim): a background thread maps chunks ahead of the recording threads.
+// Chunks windows no longer need are kept for later windows (256 MiB at most), on or off,
+// until nothing has recorded for the idle period (10 s): then they are unmapped.
 void set_chunk_pooling(bool on) noexcept;
+// The idle period after which the pool is unmapped (for tests; 10 s by default).
+void set_chunk_pool_idle_release(std::chrono::milliseconds idle) noexcept;
+// Bytes of chunk memory the pool holds right now (mapped, not in any thread's buffer).
+std::uint64_t pooled_chunk_bytes() noexcept;
 
 // Thread-limited sessions: marks the calling thread as recorded in `epoch` (0 = none).
 void set_thread_membership(std::uint32_t epoch) noexcept;

@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "collect/collector.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/mark.h"
@@ -450,3 +451,40 @@ TEST(Profiler, UnwritableTensorBoardDirIsAnError) {
 
 }  // namespace
 }  // namespace opscope
+
+// Fresh pages cost more per range than the range itself, so chunks a window used are kept
+// for the next window (of this Profiler or another), and unmapped once nothing has recorded
+// for the idle period.
+TEST(Profiler, KeepsChunksForTheNextWindowAndReleasesThemWhenIdle) {
+  constexpr int kRanges = 300'000;  // several 2 MiB chunks
+  auto record = [] {
+    for (int i = 0; i < kRanges; ++i) {
+      OPSCOPE_RECORD_FUNCTION("test::pooled");
+    }
+  };
+  {
+    opscope::Profiler prof;
+    prof.start();
+    record();
+    prof.stop();
+  }
+  const std::uint64_t kept = opscope::collect::pooled_chunk_bytes();
+  EXPECT_GE(kept, 4u * opscope::collect::kLargeChunkBytes);
+  {
+    opscope::Profiler prof;
+    prof.start();
+    record();
+    // The window took its chunks from the pool rather than mapping new ones.
+    EXPECT_LT(opscope::collect::pooled_chunk_bytes(), kept);
+    prof.stop();
+    EXPECT_EQ(prof.stats().events_dropped, 0u);
+  }
+  opscope::collect::set_chunk_pool_idle_release(std::chrono::milliseconds(50));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (opscope::collect::pooled_chunk_bytes() != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(opscope::collect::pooled_chunk_bytes(), 0u);
+  opscope::collect::set_chunk_pool_idle_release(std::chrono::seconds(10));
+}
