@@ -12,6 +12,7 @@
 #include "opscope/internal/clock.h"
 #include "opscope/legacy.h"
 #include "opscope/profiler.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "opscope/internal/clock.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "opscope/sampling.h"
 #include "sampling/range_log.h"

@@ -18,6 +18,7 @@
 #include "opscope/key_averages.h"
 #include "opscope/legacy.h"
 #include "opscope/mark.h"
+#include "opscope/observer.h"
 #include "opscope/memory.h"
 #include "opscope/module.h"
 #include "opscope/ondemand.h"

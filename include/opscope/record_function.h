@@ -16,29 +16,26 @@
 //                                                       opscope::RecordScope::kUserScope);
 //   pool.submit([rf = std::move(rf)] { work(); rf->end(); });   // async range
 //
-// Observers are callbacks run at the start and end of every range they select (by scope and
-// sampling probability), globally or on one thread only:
+// Observers (callbacks on every range) are declared in opscope/observer.h, and the values a
+// range's inputs are made of in opscope/value.h: this header is what every file with a range
+// includes, so it carries only the range itself (see bench/RESULTS.md for its size).
 //
-//   auto h = opscope::add_global_callback(opscope::RecordFunctionCallback(
-//       [](const opscope::RecordFunction& rf) -> std::unique_ptr<opscope::ObserverContext> {
-//         count(rf.name()); return nullptr; }));
-//   ...
-//   opscope::remove_callback(h);
+// Building with -DOPSCOPE_DISABLE turns every range macro into nothing (its arguments are not
+// evaluated); RecordFunction and the rest of the API stay, for code that uses them directly.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
-#include <memory>
 #include <span>
 #include <string_view>
 
 #include "opscope/internal/clock.h"
 #include "opscope/internal/collector.h"
 #include "opscope/internal/requires_cxx20.h"
-#include "opscope/value.h"
 
 namespace opscope {
+
+class Value;  // opscope/value.h: include it to build inputs and outputs
 
 // What kind of code a range covers. The values reach trace files and sockets: never reuse one.
 enum class RecordScope : std::uint8_t {
@@ -65,11 +62,6 @@ struct CallSite {
   const char* function;
   const char* file;
   std::uint32_t line;
-};
-
-class ObserverContext {
- public:
-  virtual ~ObserverContext() = default;
 };
 
 namespace internal {
@@ -145,9 +137,7 @@ class RecordFunction {
             reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite, inputs);
     }
   }
-  void before(const CallSite& site, std::initializer_list<Value> inputs) noexcept {
-    before(site, std::span<const Value>(inputs.begin(), inputs.size()));
-  }
+  void before(const CallSite& site, std::initializer_list<Value> inputs) noexcept;
   void before(std::string_view name, std::span<const Value> inputs,
               std::int64_t sequence_nr = -1) noexcept {
     if (state_ == kPending) {
@@ -235,9 +225,7 @@ class RecordFunction {
   void set_outputs(std::span<const Value> outputs) noexcept {
     if (state_ == kObserved) set_outputs_observed(outputs);
   }
-  void set_outputs(std::initializer_list<Value> outputs) noexcept {
-    set_outputs(std::span<const Value>(outputs.begin(), outputs.size()));
-  }
+  void set_outputs(std::initializer_list<Value> outputs) noexcept;
   // True when an observer with needs_outputs watches this range, so the caller can skip
   // building outputs nobody reads.
   bool wants_outputs() const noexcept { return state_ == kObserved && wants_outputs_slow(); }
@@ -319,80 +307,20 @@ class RecordFunction {
   bool needs_inputs_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Observers
-
-// A start callback returns an optional context that is handed to the end callback.
-using ObserverStartFn = std::function<std::unique_ptr<ObserverContext>(const RecordFunction&)>;
-using ObserverEndFn = std::function<void(const RecordFunction&, ObserverContext*)>;
-
-// One observer: start/end functions plus what it selects. Setters chain:
-//   RecordFunctionCallback(start, end).scopes({RecordScope::kUserScope}).sampling_prob(0.01)
-class RecordFunctionCallback {
- public:
-  explicit RecordFunctionCallback(ObserverStartFn start, ObserverEndFn end = nullptr)
-      : start_(std::move(start)), end_(std::move(end)) {}
-
-  RecordFunctionCallback& needs_inputs(bool v) {
-    needs_inputs_ = v;
-    return *this;
-  }
-  RecordFunctionCallback& needs_ids(bool v) {
-    needs_ids_ = v;
-    return *this;
-  }
-  // The observer reads RecordFunction::outputs() in its end callback: ranges it watches keep
-  // a copy of what set_outputs() gives them.
-  RecordFunctionCallback& needs_outputs(bool v) {
-    needs_outputs_ = v;
-    return *this;
-  }
-  // Only ranges of these scopes are observed (all scopes by default).
-  RecordFunctionCallback& scopes(std::initializer_list<RecordScope> scopes);
-  // Each range is observed with this probability, in (0, 1]. Throws opscope::Error otherwise.
-  RecordFunctionCallback& sampling_prob(double p);
-
-  bool needs_inputs() const { return needs_inputs_; }
-  bool needs_ids() const { return needs_ids_; }
-  bool needs_outputs() const { return needs_outputs_; }
-  double sampling_prob() const { return sampling_prob_; }
-  bool selects(RecordScope s) const { return (scope_mask_ >> static_cast<unsigned>(s)) & 1u; }
-  const ObserverStartFn& start() const { return start_; }
-  const ObserverEndFn& end() const { return end_; }
-
- private:
-  ObserverStartFn start_;
-  ObserverEndFn end_;
-  bool needs_inputs_ = false;
-  bool needs_ids_ = false;
-  bool needs_outputs_ = false;
-  double sampling_prob_ = 1.0;
-  std::uint32_t scope_mask_ = (1u << kNumRecordScopes) - 1;
-};
-
-// Identifies a registered observer; never 0 and never reused within a process.
-using CallbackHandle = std::uint64_t;
-
-// Registers an observer for ranges on every thread. Thread-safe; ranges already running are
-// not observed.
-CallbackHandle add_global_callback(RecordFunctionCallback callback);
-// Registers an observer for ranges on the calling thread (and on threads that later install a
-// ThreadLocalState captured here).
-CallbackHandle add_thread_local_callback(RecordFunctionCallback callback);
-// Removes an observer by handle. A global one may be removed from any thread, a thread-local
-// one only from a thread that holds it. Returns false when the handle is unknown here.
-bool remove_callback(CallbackHandle handle);
-// Removes every global observer, and the calling thread's thread-local ones.
-void clear_callbacks();
-
-bool has_global_callbacks();
-bool has_thread_local_callbacks();  // on the calling thread
-bool has_callbacks();               // either of the above
-
 }  // namespace opscope
 
 #define OPSCOPE_CONCAT_INNER_(a, b) a##b
 #define OPSCOPE_CONCAT_(a, b) OPSCOPE_CONCAT_INNER_(a, b)
+
+#ifdef OPSCOPE_DISABLE
+
+// Compiled out: the macros expand to nothing and evaluate none of their arguments.
+#define OPSCOPE_RECORD_FUNCTION(name) static_cast<void>(0)
+#define OPSCOPE_USER_SCOPE(name) static_cast<void>(0)
+#define OPSCOPE_BACKWARD_FUNCTION(name) static_cast<void>(0)
+#define OPSCOPE_RECORD_FUNCTION_WITH_INPUTS(name, ...) static_cast<void>(0)
+
+#else
 
 // A range over the rest of the enclosing block. `name` must be a string literal (or another
 // constant expression of static storage): only a pointer to it is stored.
@@ -421,3 +349,5 @@ bool has_callbacks();               // either of the above
         .before(OPSCOPE_CONCAT_(opscope_site_, __LINE__), {__VA_ARGS__});                 \
   else                                                                                    \
     OPSCOPE_CONCAT_(opscope_range_, __LINE__).before(OPSCOPE_CONCAT_(opscope_site_, __LINE__))
+
+#endif  // OPSCOPE_DISABLE

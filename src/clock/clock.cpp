@@ -32,6 +32,12 @@ bool detect_invariant_counter() noexcept {
 
 bool g_clock_uses_counter = detect_invariant_counter();
 
+std::uint64_t steady_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
 }  // namespace internal
 
 namespace clock {

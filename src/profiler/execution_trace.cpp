@@ -20,6 +20,7 @@
 #include "export/sink.h"
 #include "opscope/error.h"
 #include "opscope/profiler.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "opscope/value.h"
 

@@ -18,6 +18,7 @@
 #include "export/sink.h"
 #include "opscope/error.h"
 #include "opscope/mark.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "profiler/nvtx.h"
 #include "record/session_token.h"

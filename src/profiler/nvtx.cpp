@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "opscope/value.h"
+
 #if OPSCOPE_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 #endif

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opscope/record_function.h"
+#include "opscope/observer.h"
 
 namespace opscope::nvtx {
 

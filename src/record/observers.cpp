@@ -5,6 +5,7 @@
 
 #include "collect/collector.h"
 #include "opscope/error.h"
+#include "opscope/value.h"
 
 namespace opscope {
 namespace internal {

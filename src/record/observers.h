@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
+#include "opscope/value.h"
 
 namespace opscope::internal {
 

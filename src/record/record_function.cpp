@@ -5,6 +5,7 @@
 #include "collect/collector.h"
 #include "collect/string_table.h"
 #include "opscope/module.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "record/observers.h"
 #include "record/stack_capture.h"
@@ -51,6 +52,15 @@ std::string_view scope_name(RecordScope scope) noexcept {
     case RecordScope::kStaticRuntimeModel: return "STATIC_RUNTIME_MODEL";
   }
   return "UNKNOWN";
+}
+
+// Out of line: the header knows Value only by name.
+void RecordFunction::before(const CallSite& site, std::initializer_list<Value> inputs) noexcept {
+  before(site, std::span<const Value>(inputs.begin(), inputs.size()));
+}
+
+void RecordFunction::set_outputs(std::initializer_list<Value> outputs) noexcept {
+  set_outputs(std::span<const Value>(outputs.begin(), outputs.size()));
 }
 
 std::string_view RecordFunction::name() const noexcept {

@@ -14,6 +14,7 @@
 
 #include "opscope/record_function.h"
 #include "opscope/sampling.h"
+#include "opscope/observer.h"
 
 namespace opscope::sampling {
 

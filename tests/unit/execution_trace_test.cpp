@@ -19,6 +19,7 @@
 
 #include "opscope/error.h"
 #include "opscope/profiler.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "opscope/value.h"
 #include "support/test_support.h"

@@ -19,6 +19,7 @@
 #include "opscope/mark.h"
 #include "opscope/memory.h"
 #include "opscope/profiler.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "opscope/thread_local_state.h"
 #include "profiler/nvtx.h"

@@ -11,6 +11,7 @@
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
 #include "opscope/memory.h"
+#include "opscope/observer.h"
 #include "opscope/profiler.h"
 #include "opscope/result.h"
 #include "support/test_support.h"

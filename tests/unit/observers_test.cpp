@@ -7,6 +7,7 @@
 
 #include "opscope/error.h"
 #include "opscope/profiler.h"
+#include "opscope/observer.h"
 #include "opscope/record_function.h"
 #include "opscope/thread_local_state.h"
 

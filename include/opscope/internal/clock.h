@@ -6,12 +6,7 @@
 // ticks are steady_clock nanoseconds instead, chosen once at start-up.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 namespace opscope::internal {
 
@@ -19,19 +14,16 @@ namespace opscope::internal {
 // Written once during static initialisation of the library, read-only afterwards.
 extern bool g_clock_uses_counter;
 
-inline std::uint64_t steady_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+// steady_clock in nanoseconds (src/clock/clock.cpp): out of line so that this header, which
+// every file with a range includes, needs neither <chrono> nor an intrinsics header.
+std::uint64_t steady_ns() noexcept;
 
 // One hardware counter read, or steady_clock as the fallback. No fence: ranges are far longer
 // than the few instructions of reordering a fence would prevent.
 inline std::uint64_t ticks() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   if (g_clock_uses_counter) [[likely]] {
-    return __rdtsc();
+    return __builtin_ia32_rdtsc();  // __rdtsc() without <x86intrin.h>
   }
 #elif defined(__aarch64__)
   if (g_clock_uses_counter) [[likely]] {
