@@ -425,9 +425,27 @@ void end_epoch() {
   internal::g_lenses.store(0, std::memory_order_relaxed);
 }
 
+// What a Drained reads: full chunks taken from live threads, and the buffers of exited
+// threads (whose destructor returns their chunks).
+class ChunkHold {
+ public:
+  std::vector<Chunk*> chunks;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  ~ChunkHold() {
+    SlowPathScope slow;
+    for (Chunk* c : chunks) release_chunk(c);
+  }
+};
+
+Drained::Drained() = default;
+Drained::Drained(Drained&&) noexcept = default;
+Drained& Drained::operator=(Drained&&) noexcept = default;
+Drained::~Drained() = default;
+
 Drained drain(std::uint32_t epoch) {
   SlowPathScope slow;
   Drained out;
+  out.hold = std::make_unique<ChunkHold>();
   Registry& r = registry();
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   {
@@ -446,20 +464,16 @@ Drained drain(std::uint32_t epoch) {
         if (!fresh.empty()) b->name = std::move(fresh);
       }
       t.name = b->name;
-      std::size_t n = 0;
+      t.chunks.reserve(b->chunks.size());
       for (Chunk* c : b->chunks) {
-        n += static_cast<std::size_t>(c->published.load(std::memory_order_acquire) - c->records());
-      }
-      t.records.reserve(n);
-      for (Chunk* c : b->chunks) {
-        Record* end = c->published.load(std::memory_order_acquire);
-        t.records.insert(t.records.end(), c->records(), end);
+        const Record* end = c->published.load(std::memory_order_acquire);
+        if (end != c->records()) t.chunks.emplace_back(c->records(), end);
       }
       // Every chunk but the last is full and never written again, even by a range still
-      // ending late into this epoch: give them back now rather than when the thread next
-      // records, which may be never.
+      // ending late into this epoch: the Drained returns them once read, rather than the
+      // thread when it next records, which may be never.
       if (b->chunks.size() > 1) {
-        for (std::size_t i = 0; i + 1 < b->chunks.size(); ++i) release_chunk(b->chunks[i]);
+        out.hold->chunks.insert(out.hold->chunks.end(), b->chunks.begin(), b->chunks.end() - 1);
         b->chunks.erase(b->chunks.begin(), b->chunks.end() - 1);
       }
       t.dropped = b->dropped.load(std::memory_order_relaxed);
@@ -472,9 +486,12 @@ Drained drain(std::uint32_t epoch) {
               ? b->exit_range_id
               : std::atomic_ref<std::uint32_t>(*b->next_range_id).load(std::memory_order_relaxed);
       out.ranges_begun += static_cast<std::uint32_t>(next_id - b->first_range_id);
-      if (!t.records.empty() || t.dropped != 0) out.threads.push_back(std::move(t));
+      if (!t.chunks.empty() || t.dropped != 0) out.threads.push_back(std::move(t));
     }
-    if (b->exited) released.push_back(b.get());
+    if (b->exited) {
+      released.push_back(b.get());
+      out.hold->buffers.push_back(b);  // its chunks stay mapped while the Drained reads them
+    }
   }
   out.buffer_bytes = g_bytes.load(std::memory_order_relaxed);
   if (!released.empty()) {

@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,16 +38,31 @@ std::uint32_t begin_epoch(const EpochOptions& options);
 // still end into their buffers, which drain() may or may not see.
 void end_epoch();
 
-// What one thread recorded in an epoch.
+// What one thread recorded in an epoch: its records in the order they ended, read in place
+// in the thread's chunks (one span per chunk; a blob never straddles two), valid while the
+// Drained that holds them lives.
 struct ThreadRecords {
   std::uint16_t slot = 0;
   std::uint64_t tid = 0;
   std::string name;
-  std::vector<internal::Record> records;  // in the order they ended
+  std::vector<std::span<const internal::Record>> chunks;
   std::uint64_t dropped = 0;
+
+  std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const auto& c : chunks) n += c.size();
+    return n;
+  }
 };
 
+class ChunkHold;  // the chunks a Drained reads, returned to the pool when it is destroyed
+
 struct Drained {
+  Drained();
+  Drained(Drained&&) noexcept;
+  Drained& operator=(Drained&&) noexcept;
+  ~Drained();
+
   std::vector<ThreadRecords> threads;
   std::uint64_t dropped = 0;
   std::uint64_t buffer_bytes = 0;
@@ -54,10 +71,14 @@ struct Drained {
   // ranges still open when the epoch was drained.
   std::uint64_t ranges_begun = 0;
   std::uint64_t range_ends_dropped = 0;
+  std::unique_ptr<ChunkHold> hold;
 };
 
-// Copies out everything published for `epoch`, including threads that have exited since, and
-// releases the buffers of exited threads.
+// Hands out everything published for `epoch`, including threads that have exited since,
+// without copying it: the Drained holds the chunks it points into (the full ones leave their
+// threads now, exited threads' buffers leave the registry) and returns them to the pool when
+// it is destroyed. Only each live thread's last chunk stays with its thread, which may still
+// append to it (after what was published, which the Drained does not read).
 Drained drain(std::uint32_t epoch);
 
 // On while a window may record (the session turns it on while a Profiler or the legacy

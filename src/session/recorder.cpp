@@ -166,7 +166,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   std::unordered_map<std::uint16_t, std::int32_t> thread_of_slot;
   for (const auto& t : drained.threads) {
     thread_of_slot[t.slot] = builder.add_thread({t.tid, t.name});
-    total += t.records.size();
+    total += t.size();
   }
   builder.reserve(total);
 
@@ -180,7 +180,6 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
 
   for (const auto& t : drained.threads) {
     const std::int32_t own = thread_of_slot[t.slot];
-    const std::vector<internal::Record>& records = t.records;
     // A thread appends a range when it ends and a memory report when it is made, so the
     // buffer's order says which ranges a report came after. The counter's reads do not always
     // agree to the nanosecond (a report read in the same tick as the end of the range before
@@ -189,98 +188,100 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
     // the range that was open when it was made.
     std::int64_t memory_not_before_ns = std::numeric_limits<std::int64_t>::min();
     std::int64_t last_memory_ns = std::numeric_limits<std::int64_t>::min();
-    for (std::size_t i = 0; i < records.size(); ++i) {
-      const internal::Record& r = records[i];
-      const auto kind = static_cast<internal::RecordKind>(r.kind);
-      if (kind == internal::RecordKind::kLink) {
-        links[handle_of(r)] = {static_cast<std::int64_t>(r.start), r.end};
-        continue;
-      }
-      if (kind == internal::RecordKind::kFlops) {
-        details.of(handle_of(r)).flops = static_cast<std::int64_t>(r.start);
-        continue;
-      }
-      if (kind == internal::RecordKind::kInputsInline) {
-        std::byte bytes[2 * sizeof(std::uint64_t)];
-        std::memcpy(bytes, &r.start, sizeof r.start);
-        std::memcpy(bytes + sizeof r.start, &r.end, sizeof r.end);
-        details.set_inputs(handle_of(r), std::span<const std::byte>(
-                                             bytes, std::min<std::size_t>(r.name, sizeof bytes)));
-        continue;
-      }
-      if (kind == internal::RecordKind::kModule) {
-        details.of(handle_of(r)).module_path =
-            collect::interned(static_cast<std::uint32_t>(r.name));
-        continue;
-      }
-      if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
-          kind == internal::RecordKind::kMemory) {
-        const std::size_t n = payload_records(r);
-        if (records.size() - i - 1 < n) break;  // cannot happen: blobs are published whole
-        const auto* payload = reinterpret_cast<const std::byte*>(&records[i + 1]);
-        i += n;
-        if (kind == internal::RecordKind::kInputs) {
-          details.set_inputs(handle_of(r), std::span<const std::byte>(payload, r.end));
-        } else if (kind == internal::RecordKind::kStack) {
-          details.of(handle_of(r)).stack = details.stack(std::span<const std::uint64_t>(
-              reinterpret_cast<const std::uint64_t*>(payload), r.end / sizeof(std::uint64_t)));
-        } else {
-          record::MemoryPayload m;
-          std::memcpy(&m, payload, sizeof m);
-          EventDetail d;
-          d.memory = {r.name,
-                      m.bytes,
-                      m.total_allocated,
-                      m.total_reserved,
-                      {static_cast<DeviceType>(m.device_type), m.device_index},
-                      static_cast<MemoryCategory>(r.scope),
-                      static_cast<MemoryAction>(r.flags)};
-          Event e;
-          e.name = "[memory]";
-          // After every range that ended before it (at least 1 ns after).
-          e.start_ns = e.end_ns = std::max(conv.to_wall_ns(r.start), memory_not_before_ns);
-          last_memory_ns = e.start_ns;
-          e.handle = handle_of(r);
-          e.kind = EventKind::kMemory;
-          e.thread = own;
-          e.detail = builder.add_detail(std::move(d));
-          builder.add_event(e);
+    for (const std::span<const internal::Record> records : t.chunks) {
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        const internal::Record& r = records[i];
+        const auto kind = static_cast<internal::RecordKind>(r.kind);
+        if (kind == internal::RecordKind::kLink) {
+          links[handle_of(r)] = {static_cast<std::int64_t>(r.start), r.end};
+          continue;
         }
-        continue;
-      }
-      Event e;
-      e.name = resolve_name(r);
-      e.site =
-          (r.flags & internal::kNameInterned) ? nullptr : reinterpret_cast<const CallSite*>(r.name);
-      e.start_ns = conv.to_wall_ns(r.start);
-      e.end_ns = kind == internal::RecordKind::kInstant ? e.start_ns : conv.to_wall_ns(r.end);
-      e.handle = handle_of(r);
-      e.scope = static_cast<RecordScope>(r.scope);
-      if (kind == internal::RecordKind::kInstant) {
-        e.kind = EventKind::kInstant;
-        e.thread = own;
-      } else if (r.thread == t.slot) {
-        e.kind = EventKind::kRange;
-        e.thread = own;
-        // A range that was open at a report made before it ended does not end before it.
-        if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
-        memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
-      } else {
-        // Ended on another thread: shown on the thread that began it, which joins the
-        // result if it recorded nothing itself.
-        e.kind = EventKind::kAsyncRange;
-        auto it = thread_of_slot.find(r.thread);
-        if (it == thread_of_slot.end()) {
-          if (auto begun = collect::thread_of_slot(r.thread)) {
-            const std::int32_t index = builder.add_thread({begun->tid, std::move(begun->name)});
-            it = thread_of_slot.emplace(r.thread, index).first;
+        if (kind == internal::RecordKind::kFlops) {
+          details.of(handle_of(r)).flops = static_cast<std::int64_t>(r.start);
+          continue;
+        }
+        if (kind == internal::RecordKind::kInputsInline) {
+          std::byte bytes[2 * sizeof(std::uint64_t)];
+          std::memcpy(bytes, &r.start, sizeof r.start);
+          std::memcpy(bytes + sizeof r.start, &r.end, sizeof r.end);
+          details.set_inputs(handle_of(r), std::span<const std::byte>(
+                                               bytes, std::min<std::size_t>(r.name, sizeof bytes)));
+          continue;
+        }
+        if (kind == internal::RecordKind::kModule) {
+          details.of(handle_of(r)).module_path =
+              collect::interned(static_cast<std::uint32_t>(r.name));
+          continue;
+        }
+        if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
+            kind == internal::RecordKind::kMemory) {
+          const std::size_t n = payload_records(r);
+          if (records.size() - i - 1 < n) break;  // cannot happen: blobs are published whole
+          const auto* payload = reinterpret_cast<const std::byte*>(&records[i + 1]);
+          i += n;
+          if (kind == internal::RecordKind::kInputs) {
+            details.set_inputs(handle_of(r), std::span<const std::byte>(payload, r.end));
+          } else if (kind == internal::RecordKind::kStack) {
+            details.of(handle_of(r)).stack = details.stack(std::span<const std::uint64_t>(
+                reinterpret_cast<const std::uint64_t*>(payload), r.end / sizeof(std::uint64_t)));
+          } else {
+            record::MemoryPayload m;
+            std::memcpy(&m, payload, sizeof m);
+            EventDetail d;
+            d.memory = {r.name,
+                        m.bytes,
+                        m.total_allocated,
+                        m.total_reserved,
+                        {static_cast<DeviceType>(m.device_type), m.device_index},
+                        static_cast<MemoryCategory>(r.scope),
+                        static_cast<MemoryAction>(r.flags)};
+            Event e;
+            e.name = "[memory]";
+            // After every range that ended before it (at least 1 ns after).
+            e.start_ns = e.end_ns = std::max(conv.to_wall_ns(r.start), memory_not_before_ns);
+            last_memory_ns = e.start_ns;
+            e.handle = handle_of(r);
+            e.kind = EventKind::kMemory;
+            e.thread = own;
+            e.detail = builder.add_detail(std::move(d));
+            builder.add_event(e);
           }
+          continue;
         }
-        e.thread = it != thread_of_slot.end() ? it->second : own;
-        e.end_thread = own;
+        Event e;
+        e.name = resolve_name(r);
+        e.site = (r.flags & internal::kNameInterned) ? nullptr
+                                                     : reinterpret_cast<const CallSite*>(r.name);
+        e.start_ns = conv.to_wall_ns(r.start);
+        e.end_ns = kind == internal::RecordKind::kInstant ? e.start_ns : conv.to_wall_ns(r.end);
+        e.handle = handle_of(r);
+        e.scope = static_cast<RecordScope>(r.scope);
+        if (kind == internal::RecordKind::kInstant) {
+          e.kind = EventKind::kInstant;
+          e.thread = own;
+        } else if (r.thread == t.slot) {
+          e.kind = EventKind::kRange;
+          e.thread = own;
+          // A range that was open at a report made before it ended does not end before it.
+          if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
+          memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
+        } else {
+          // Ended on another thread: shown on the thread that began it, which joins the
+          // result if it recorded nothing itself.
+          e.kind = EventKind::kAsyncRange;
+          auto it = thread_of_slot.find(r.thread);
+          if (it == thread_of_slot.end()) {
+            if (auto begun = collect::thread_of_slot(r.thread)) {
+              const std::int32_t index = builder.add_thread({begun->tid, std::move(begun->name)});
+              it = thread_of_slot.emplace(r.thread, index).first;
+            }
+          }
+          e.thread = it != thread_of_slot.end() ? it->second : own;
+          e.end_thread = own;
+        }
+        if (kind == internal::RecordKind::kRange) ++ranges_ended;
+        builder.add_event(e);
       }
-      if (kind == internal::RecordKind::kRange) ++ranges_ended;
-      builder.add_event(e);
     }
   }
   if (!links.empty()) {

@@ -48,16 +48,94 @@ void ProfilerResult::Builder::set_pid(std::int64_t pid) { result_->pid_ = pid; }
 
 SessionStats& ProfilerResult::Builder::stats() { return result_->stats_; }
 
+namespace {
+
+// The order of a result: thread, start ascending, longer first on equal starts (so an
+// enclosing event comes before what it holds), then by handle for a stable order among
+// identical spans.
+bool before(const Event& a, const Event& b) {
+  if (a.thread != b.thread) return a.thread < b.thread;
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+  return a.handle < b.handle;
+}
+
+// Sorts the events into the result's order in time linear in their number for what a
+// recorder produces, touching little memory besides the events themselves (fresh memory is
+// what stop() mostly pays for: bench/RESULTS.md).
+//
+// A thread's buffer holds ranges in the order they ended: nested ranges arrive children
+// first, so each range is out of place only by the ranges it encloses. An array of indices
+// (4 bytes an event, not the 104 of an Event) is sorted by insertion, each index moving back
+// past the ones it should precede (found by binary search when that is far): the work is the
+// number of events times their nesting depth. Should that exceed a few times the number of
+// events (input in no particular order, from an importer) the rest is left to std::sort. The
+// events are then moved into place along the permutation's cycles, without a second copy.
+void sort_events(std::vector<Event>& events) {
+  const std::size_t n = events.size();
+  std::size_t first_out_of_order = n;
+  for (std::size_t i = 1; i < n; ++i) {
+    if (before(events[i], events[i - 1])) {
+      first_out_of_order = i;
+      break;
+    }
+  }
+  if (first_out_of_order == n) return;
+
+  std::vector<std::uint32_t> order(n);  // position p takes the event now at order[p]
+  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  const auto earlier = [&](std::uint32_t a, std::uint32_t b) {
+    return before(events[a], events[b]);
+  };
+  const std::size_t budget = 8 * n + 1024;  // index moves before giving up on insertion
+  std::size_t moved = 0;
+  for (std::size_t i = first_out_of_order; i < n; ++i) {
+    const Event& e = events[order[i]];
+    if (!before(e, events[order[i - 1]])) continue;
+    // Where it belongs in the sorted order[0, i): scan back a little, then search.
+    std::size_t pos = i - 1;
+    std::size_t steps = 0;
+    while (pos > 0 && before(e, events[order[pos - 1]]) && ++steps < 16) --pos;
+    if (steps == 16) {
+      pos = static_cast<std::size_t>(
+          std::upper_bound(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(pos),
+                           order[i], earlier) -
+          order.begin());
+    }
+    moved += i - pos;
+    if (moved > budget) {
+      std::sort(order.begin(), order.end(), earlier);
+      break;
+    }
+    const std::uint32_t index = order[i];
+    std::move_backward(order.begin() + static_cast<std::ptrdiff_t>(pos),
+                       order.begin() + static_cast<std::ptrdiff_t>(i),
+                       order.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    order[pos] = index;
+  }
+
+  // Follow each cycle of the permutation once, marking positions done by pointing them at
+  // themselves.
+  for (std::size_t start = 0; start < n; ++start) {
+    if (order[start] == start) continue;
+    Event carried = std::move(events[start]);
+    std::size_t p = start;
+    while (order[p] != start) {
+      const std::size_t from = order[p];
+      events[p] = std::move(events[from]);
+      order[p] = static_cast<std::uint32_t>(p);
+      p = from;
+    }
+    events[p] = std::move(carried);
+    order[p] = static_cast<std::uint32_t>(p);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
   std::vector<Event>& events = result_->events_;
-  // Order: thread, start ascending, longer first on equal starts (so an enclosing event comes
-  // before what it holds), then by handle for a stable order among identical spans.
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    if (a.thread != b.thread) return a.thread < b.thread;
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-    return a.handle < b.handle;
-  });
+  sort_events(events);
 
   // Nesting per thread with a stack of open events. Async ranges and instants neither hold
   // nor join the nesting: async ranges overlap freely by nature.
