@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,18 +59,11 @@ std::string open_reason(const std::string& path, int err) {
 
 }  // namespace
 
-void MemorySink::reserve(std::size_t n) {
-  data_.reserve(n);
-  // A trace of a million events is ~170 MB: faulting it in 4 KiB pages costs more than
-  // writing it. Where transparent huge pages are opt-in, ask for them on the whole 2 MiB
-  // pages inside the buffer; elsewhere this does nothing.
-  constexpr std::uintptr_t kHuge = 2 << 20;
-  if (data_.capacity() < 4 * kHuge) return;
-  const auto begin = (reinterpret_cast<std::uintptr_t>(data_.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto end =
-      (reinterpret_cast<std::uintptr_t>(data_.data()) + data_.capacity()) & ~(kHuge - 1);
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
+// No MADV_HUGEPAGE: on the project's VM a transparent huge page cost 4-6 times more per byte
+// than 4 KiB pages (the kernel compacts memory to find one), and it made the first
+// chrome_trace_json() of a process spend most of its time in the kernel zeroing them
+// (bench/RESULTS.md, session_bench).
+void MemorySink::reserve(std::size_t n) { data_.reserve(n); }
 
 TempFile::TempFile(std::string path, const FileSinkOptions& options)
     : path_(std::move(path)),
