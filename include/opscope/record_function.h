@@ -28,6 +28,7 @@
 #include <initializer_list>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "opscope/internal/clock.h"
 #include "opscope/internal/collector.h"
@@ -137,7 +138,12 @@ class RecordFunction {
             reinterpret_cast<std::uintptr_t>(&site), internal::kNameSite, inputs);
     }
   }
-  void before(const CallSite& site, std::initializer_list<Value> inputs) noexcept;
+  // (A template only so that its body is compiled where Value is complete: V is always Value.)
+  template <typename V = Value>
+  void before(const CallSite& site,
+              std::type_identity_t<std::initializer_list<V>> inputs) noexcept {
+    before(site, std::span<const V>(inputs.begin(), inputs.size()));
+  }
   void before(std::string_view name, std::span<const Value> inputs,
               std::int64_t sequence_nr = -1) noexcept {
     if (state_ == kPending) {
@@ -225,7 +231,10 @@ class RecordFunction {
   void set_outputs(std::span<const Value> outputs) noexcept {
     if (state_ == kObserved) set_outputs_observed(outputs);
   }
-  void set_outputs(std::initializer_list<Value> outputs) noexcept;
+  template <typename V = Value>  // as before(): V is always Value
+  void set_outputs(std::type_identity_t<std::initializer_list<V>> outputs) noexcept {
+    set_outputs(std::span<const V>(outputs.begin(), outputs.size()));
+  }
   // True when an observer with needs_outputs watches this range, so the caller can skip
   // building outputs nobody reads.
   bool wants_outputs() const noexcept { return state_ == kObserved && wants_outputs_slow(); }
@@ -254,7 +263,9 @@ class RecordFunction {
 
   void begin(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags,
              std::span<const Value> inputs = {}) noexcept {
-    if ((state & internal::kStateFlagMask) == internal::kStateRecordAllThreads) [[likely]] {
+    // A session recording every thread, with or without lenses, and no observer.
+    constexpr std::uint32_t kFlagsBesideLenses = internal::kStateFlagMask & ~internal::kStateLenses;
+    if ((state & kFlagsBesideLenses) == internal::kStateRecordAllThreads) [[likely]] {
       internal::ThreadContext& c = internal::t_ctx;
       const std::uint32_t epoch = internal::epoch_of(state);
       if (c.epoch == epoch || internal::prepare_thread(epoch)) [[likely]] {
@@ -267,6 +278,9 @@ class RecordFunction {
         forward_thread_id_ = 0;
         needs_inputs_ = false;
         state_ = kRecording;  // observers_ is read only in kObserved: not set here
+        if (state & internal::kStateLenses) [[unlikely]] {
+          record_lenses(inputs, 1);  // before the start: the range does not include them
+        }
         start_ = internal::ticks();
         return;
       }
@@ -281,8 +295,9 @@ class RecordFunction {
   [[gnu::noinline]] void begin_slow(std::uint32_t state, std::uintptr_t name,
                                     std::uint8_t name_flags,
                                     std::span<const Value> inputs) noexcept;
-  // Records what the session's lenses ask for at begin: inputs, call stack, module path.
-  [[gnu::noinline]] void record_lenses(std::span<const Value> inputs) noexcept;
+  // Records what the session's lenses ask for at begin: inputs, call stack, module path. A
+  // captured stack leaves out record_lenses and `skip_callers` - 1 frames above it.
+  [[gnu::noinline]] void record_lenses(std::span<const Value> inputs, int skip_callers) noexcept;
   [[gnu::noinline]] bool wants_inputs_slow() const noexcept;
   [[gnu::noinline]] bool wants_outputs_slow() const noexcept;
   [[gnu::noinline]] void set_outputs_observed(std::span<const Value> outputs) noexcept;

@@ -54,15 +54,6 @@ std::string_view scope_name(RecordScope scope) noexcept {
   return "UNKNOWN";
 }
 
-// Out of line: the header knows Value only by name.
-void RecordFunction::before(const CallSite& site, std::initializer_list<Value> inputs) noexcept {
-  before(site, std::span<const Value>(inputs.begin(), inputs.size()));
-}
-
-void RecordFunction::set_outputs(std::initializer_list<Value> outputs) noexcept {
-  set_outputs(std::span<const Value>(outputs.begin(), outputs.size()));
-}
-
 std::string_view RecordFunction::name() const noexcept {
   if (!is_active()) return {};
   if (name_flags_ & internal::kNameInterned) {
@@ -159,7 +150,7 @@ void write_inputs_at_end(std::span<const Value> inputs, std::uint32_t id, std::u
 
 }  // namespace
 
-void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
+void RecordFunction::record_lenses(std::span<const Value> inputs, int skip_callers) noexcept {
   const std::uint32_t lenses = internal::g_lenses.load(std::memory_order_relaxed);
   const auto scope = static_cast<std::uint8_t>(scope_);
   if ((lenses & (internal::kLensShapes | internal::kLensFlops)) && !inputs.empty()) {
@@ -176,13 +167,15 @@ void RecordFunction::record_lenses(std::span<const Value> inputs) noexcept {
     }
   }
   if (lenses & internal::kLensStack) {
-    // Captured straight into the buffer. Skip this function's and begin_slow's frames: the
-    // innermost frame kept is the function holding the range (or, for dynamic names,
-    // begin_dynamic, which export leaves out).
+    // Captured straight into the buffer. Skip this function's frame and its callers' in
+    // opscope (begin_slow; none when the range's inline begin called it): the innermost frame
+    // kept is the function holding the range (or, for dynamic names, begin_dynamic, which
+    // export leaves out).
     constexpr std::size_t kRoom = record::kMaxStackFrames * sizeof(std::uint64_t);
     if (std::byte* out = internal::reserve_blob(kRoom, epoch_)) {
       auto* words = reinterpret_cast<std::uint64_t*>(out);
-      std::size_t n = record::capture_stack(words, record::kMaxStackFrames, 2,
+      std::size_t n = record::capture_stack(words, record::kMaxStackFrames,
+                                            static_cast<std::size_t>(skip_callers),
                                             (lenses & internal::kLensModules) != 0);
       // Python frames, when the extension installed its provider (stack_capture.h).
       if (const record::ForeignStackProvider foreign = record::foreign_stack_provider()) {
@@ -230,7 +223,7 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
   // Handles must be unique across threads, which needs a registered slot.
   thread_ = c.registered ? c.slot : collect::ensure_registered();
   id_ = record ? internal::take_range_id(c) : internal::take_other_id(c);
-  if (record && (state & internal::kStateLenses)) record_lenses(inputs);
+  if (record && (state & internal::kStateLenses)) record_lenses(inputs, 2);
   // Observers see an active range: mark it so name() and handle() work in start callbacks.
   state_ = kObserved;
   inputs_ = inputs;
