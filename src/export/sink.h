@@ -44,7 +44,12 @@ class Sink {
 
 class MemorySink final : public Sink {
  public:
-  void write(std::string_view bytes) override { data_.append(bytes); }
+  void write(std::string_view bytes) override {
+    if (data_.size() + bytes.size() > populated_ || data_.data() != populated_in_) [[unlikely]] {
+      populate_ahead(bytes.size());
+    }
+    data_.append(bytes);
+  }
   void commit() override { committed_ = true; }
 
   bool committed() const { return committed_; }
@@ -59,8 +64,13 @@ class MemorySink final : public Sink {
   }
 
  private:
+  // Maps the pages the next writes go to, ahead of them, in large steps (see sink.cpp).
+  void populate_ahead(std::size_t next_write);
+
   std::string data_;
   bool committed_ = false;
+  const char* populated_in_ = nullptr;  // data_'s buffer when populated_ was set
+  std::size_t populated_ = 0;           // data_'s bytes up to here are mapped
 };
 
 struct FileSinkOptions {

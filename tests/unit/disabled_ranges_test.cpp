@@ -58,7 +58,7 @@ TEST(CompileOut, RecordFunctionHeaderStaysLight) {
     if (std::string(buf).find('\n') != std::string::npos) ++lines;
   }
   ASSERT_EQ(pclose(pipe), 0) << command;  // the compiler's status: the header compiled
-  EXPECT_GT(lines, 1000);  // the header and its includes were really read
+  EXPECT_GT(lines, 1000);                 // the header and its includes were really read
   EXPECT_LE(lines, 75'000);
 }
 

@@ -399,4 +399,23 @@ TEST(Sink, PlainPathIsNotCompressed) {
 }
 
 }  // namespace
+// A large output is mapped ahead of the writes (MemorySink::populate_ahead): what comes out
+// is still exactly what went in, reserved or not, across the 16 MiB steps and regrowth.
+TEST(MemorySink, LargeOutputsKeepEveryByte) {
+  for (const bool reserved : {true, false}) {
+    opscope::internal::MemorySink sink;
+    if (reserved) sink.reserve(40u << 20);
+    std::string expected;
+    std::string block;
+    for (std::size_t i = 0; expected.size() < (36u << 20); ++i) {
+      block.assign(1 + (i * 7919) % 70000, static_cast<char>('a' + i % 26));
+      sink.write(block);
+      expected += block;
+    }
+    sink.commit();
+    ASSERT_EQ(sink.data().size(), expected.size());
+    EXPECT_TRUE(sink.data() == expected) << (reserved ? "reserved" : "not reserved");
+  }
+}
+
 }  // namespace opscope::internal
