@@ -86,8 +86,9 @@ void stop_session(const benchmark::State&) {
   g_profiler = nullptr;
 }
 
-// A range with a session recording all threads, writing into fresh buffer memory (the first
-// window of a profiler): includes the kernel's cost of handing out new pages.
+// A range with a session recording all threads, in a new Profiler's window. Its chunks come
+// from the pool earlier windows of the process filled (kept between Profilers), so only the
+// first repetition writes fresh pages: first_window_bench measures a process's first window.
 void BM_RangeCpuSession(benchmark::State& state) {
   for (auto _ : state) {
     OPSCOPE_RECORD_FUNCTION("bench::session");
