@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <unordered_map>
@@ -31,6 +33,30 @@ std::string_view resolve_name(const internal::Record& r) {
     return collect::interned(static_cast<std::uint32_t>(r.name));
   return reinterpret_cast<const CallSite*>(r.name)->name;
 }
+
+// resolve_name for every event of a window, which has few distinct names: a call site's
+// name costs a strlen and an interned one a shared lock, so the last name seen in each of 1024
+// slots is kept (a direct-mapped cache keyed by the record's name word and flag).
+class NameCache {
+ public:
+  std::string_view operator()(const internal::Record& r) {
+    const bool interned = (r.flags & internal::kNameInterned) != 0;
+    Slot& slot = slots_[(r.name ^ (r.name >> 10) ^ (interned ? 0x155 : 0)) % slots_.size()];
+    if (!slot.used || slot.name != r.name || slot.interned != interned) {
+      slot = {r.name, resolve_name(r), interned, true};
+    }
+    return slot.text;
+  }
+
+ private:
+  struct Slot {
+    std::uintptr_t name = 0;
+    std::string_view text;
+    bool interned = false;
+    bool used = false;
+  };
+  std::array<Slot, 1024> slots_{};
+};
 
 std::uint64_t handle_of(const internal::Record& r) {
   return (static_cast<std::uint64_t>(r.thread) << 32) | r.id;
@@ -176,6 +202,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   };
   std::unordered_map<std::uint64_t, Link> links;
   DetailTable details(builder);
+  const auto names = std::make_unique<NameCache>();  // 32 KiB: not on the caller's stack
   std::uint64_t ranges_ended = 0;  // ranges of the window in its records, wherever they ended
 
   for (const auto& t : drained.threads) {
@@ -249,7 +276,7 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
           continue;
         }
         Event e;
-        e.name = resolve_name(r);
+        e.name = (*names)(r);
         e.site = (r.flags & internal::kNameInterned) ? nullptr
                                                      : reinterpret_cast<const CallSite*>(r.name);
         e.start_ns = conv.to_wall_ns(r.start);
