@@ -12,9 +12,7 @@
 // on a shared machine). idle_pool_mib is the chunk memory the process keeps once no window
 // records.
 #include <benchmark/benchmark.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "collect/collector.h"
+#include "in_fresh_process.h"
 #include "opscope/internal/clock.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
@@ -95,24 +94,12 @@ void BM_FirstWindowProcessCpu(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   ChildFigures f{};
   for (auto _ : state) {
-    int fds[2];
-    if (pipe(fds) != 0) std::abort();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      const ChildFigures mine = measure_in_child(threads);
-      const bool ok = write(fds[1], &mine, sizeof mine) == static_cast<ssize_t>(sizeof mine);
-      _exit(ok ? 0 : 1);
-    }
-    close(fds[1]);
-    const bool got = read(fds[0], &f, sizeof f) == static_cast<ssize_t>(sizeof f);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const auto got = in_fresh_process([threads] { return measure_in_child(threads); });
+    if (!got) {
       state.SkipWithError("the measuring child failed");
       return;
     }
+    f = *got;
   }
   state.counters["floor_ns"] = f.floor_ns;
   state.counters["first_ns"] = f.first_ns;

@@ -14,8 +14,6 @@
 // bytes to fresh memory or to a new file (floor_Mev_s). On a VM whose host backs guest memory
 // on first touch these floors, not opscope's code, bound the first stop and export.
 #include <benchmark/benchmark.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -30,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_fresh_process.h"
 #include "opscope/export.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
@@ -176,23 +175,8 @@ Figures in_child(std::int64_t events, Export what, const std::string& path) {
   // reporting); until then the kernel hands it out again cheaply. Each child starts after that,
   // so that none profits from the one before, whichever order they run in.
   std::this_thread::sleep_for(std::chrono::seconds(4));
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    const Figures mine = measure(events, what, path);
-    const bool ok = write(fds[1], &mine, sizeof mine) == static_cast<ssize_t>(sizeof mine);
-    _exit(ok ? 0 : 1);
-  }
-  close(fds[1]);
-  Figures f{};
-  const bool got = read(fds[0], &f, sizeof f) == static_cast<ssize_t>(sizeof f);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) f.events = 0;
-  return f;
+  const auto got = in_fresh_process([&] { return measure(events, what, path); });
+  return got ? *got : Figures{};  // events == 0: the child failed
 }
 
 void BM_StopAndFirstExport(benchmark::State& state) {

@@ -432,7 +432,6 @@ class ChunkHold {
   std::vector<Chunk*> chunks;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   ~ChunkHold() {
-    SlowPathScope slow;
     for (Chunk* c : chunks) release_chunk(c);
   }
 };
