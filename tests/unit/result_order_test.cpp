@@ -1,14 +1,21 @@
 // ProfilerResult::Builder::finish() orders events by thread, start, longer first, handle,
 // whatever order they were added in: in the order a recorder adds them (nested ranges end
-// children first), in no order at all (importers), and with long ranges spanning everything.
+// children first), in no order at all (importers), with long ranges spanning everything, and
+// for the CPU events of real traces PyTorch wrote (../shared/peers/kineto-traces).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "opscope/result.h"
+#include "support/test_support.h"
 
 namespace opscope {
 namespace {
@@ -104,6 +111,98 @@ TEST(ResultOrder, SortsWindowLongRangesThatEndLast) {
   expect_ordered_and_complete(*r, handle);
   EXPECT_EQ(r->events()[0].name, "outer");
   EXPECT_EQ(r->events()[2].parent, 1);
+}
+
+// The host-side ranges of a real Kineto trace (ops, annotations, runtime calls), one thread per
+// (pid, tid), in nanoseconds; the handle is the event's position in the file.
+std::vector<Event> real_trace_ranges(const std::string& path, int* threads) {
+  const auto doc = nlohmann::json::parse(opscope::testing::read_gzip_file(path));
+  const auto& all = doc.is_array() ? doc : doc.at("traceEvents");
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int32_t> thread_of;
+  std::vector<Event> out;
+  std::uint64_t handle = 0;
+  for (const auto& e : all) {
+    ++handle;
+    if (e.value("ph", "") != "X") continue;
+    const std::string cat = e.value("cat", "");
+    if (cat != "cpu_op" && cat != "user_annotation" && cat != "python_function" &&
+        cat != "cuda_runtime") {
+      continue;
+    }
+    const auto id = [](const nlohmann::json& v) {
+      return v.is_string() ? std::int64_t(std::hash<std::string>{}(v.get<std::string>()))
+                           : v.get<std::int64_t>();
+    };
+    const auto key = std::make_pair(id(e.at("pid")), id(e.at("tid")));
+    const auto [it, added] = thread_of.emplace(key, static_cast<std::int32_t>(thread_of.size()));
+    Event ev;
+    ev.name = "x";
+    ev.thread = it->second;
+    ev.start_ns = std::llround(e.at("ts").get<double>() * 1000.0);
+    ev.end_ns = ev.start_ns + std::llround(e.value("dur", 0.0) * 1000.0);
+    ev.handle = handle;
+    out.push_back(ev);
+  }
+  *threads = static_cast<int>(thread_of.size());
+  return out;
+}
+
+std::shared_ptr<const ProfilerResult> build(const std::vector<Event>& events, int threads) {
+  ProfilerResult::Builder b;
+  for (int t = 0; t < threads; ++t) b.add_thread({static_cast<std::uint64_t>(t + 1), "t"});
+  b.reserve(events.size());
+  for (const Event& e : events) b.add_event(e);
+  return b.finish();
+}
+
+// The same events in three orders: as the file lists them, as a recorder's buffers would
+// (by end time, children first), and shuffled. Each result must be ordered, hold every event
+// once, nest each event inside its parent on its thread, and be identical to the others.
+TEST(ResultOrder, RealKinetoTracesSortTheSameFromAnyOrder) {
+  const std::filesystem::path peers = OPSCOPE_PEERS_DIR "/kineto-traces";
+  const char* files[] = {"trace_filter/sampled_rank-0.json.gz",
+                         "trace_filter/sampled_rank-1.json.gz",
+                         "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+                         "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+                         "execution_trace/benchmark_simple_add_trace.json.gz"};
+  for (const char* file : files) {
+    SCOPED_TRACE(file);
+    if (!std::filesystem::exists(peers / file)) {
+      GTEST_SKIP() << (peers / file) << " is missing: the real traces live in ../shared/peers";
+    }
+    int threads = 0;
+    std::vector<Event> events = real_trace_ranges((peers / file).string(), &threads);
+    ASSERT_GT(events.size(), 50u);
+
+    const auto in_file_order = build(events, threads);
+    std::stable_sort(events.begin(), events.end(),
+                     [](const Event& a, const Event& b) { return a.end_ns < b.end_ns; });
+    const auto in_end_order = build(events, threads);
+    std::shuffle(events.begin(), events.end(), std::mt19937_64(11));
+    const auto shuffled = build(events, threads);
+
+    expect_ordered_and_complete(*in_file_order, events.size());
+    int nested = 0;
+    for (const Event& e : in_file_order->events()) {
+      if (e.parent < 0) continue;
+      const Event& p = in_file_order->events()[static_cast<std::size_t>(e.parent)];
+      EXPECT_EQ(p.thread, e.thread);
+      EXPECT_LE(p.start_ns, e.start_ns);
+      EXPECT_GE(p.end_ns, e.end_ns);
+      ++nested;
+    }
+    EXPECT_GT(nested, 0);  // the traces hold nested ops
+    for (const auto* other : {in_end_order.get(), shuffled.get()}) {
+      ASSERT_EQ(other->events().size(), in_file_order->events().size());
+      for (std::size_t i = 0; i < other->events().size(); ++i) {
+        const Event& a = in_file_order->events()[i];
+        const Event& b = other->events()[i];
+        ASSERT_EQ(std::tie(a.handle, a.parent, a.first_child, a.next_sibling, a.self_ns),
+                  std::tie(b.handle, b.parent, b.first_child, b.next_sibling, b.self_ns))
+            << "event " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
