@@ -353,9 +353,48 @@ bool decode(Reader& r, RecordedValue& v) {
   return false;
 }
 
+// What record_shapes sees at most ranges: a few tensors, no strides given, dtype and device
+// in kNames. Written as encode_all would write them, but through a pointer in a register:
+// PointerOut's writes through std::byte may alias its own cursor, so the generic encoder
+// reloads and stores the cursor around every byte, which made it a quarter of a
+// record_shapes range (bench/lens_bench.cpp). Returns the bytes written, or 0 when some input
+// is not of that shape (then the caller encodes them all again with encode_all).
+constexpr std::size_t kMaxFastInputs = 16;
+constexpr std::size_t kMaxFastDims = 8;
+static_assert(kMaxFastInputs * (4 + kMaxFastDims * kMaxVarint) <= kMaxEncodedInputBytes,
+              "the fast path must stay within the budget encode_all enforces");
+
+std::size_t encode_plain_tensors(std::span<const Value> inputs, std::byte* out) noexcept {
+  if (inputs.empty() || inputs.size() > kMaxFastInputs) return 0;
+  std::byte* p = out;
+  for (const Value& v : inputs) {
+    if (v.kind() != ValueKind::kTensor) return 0;
+    const std::span<const std::int64_t> sizes = v.sizes();
+    if (sizes.size() > kMaxFastDims || !v.strides().empty()) return 0;
+    const std::uint8_t dtype = name_code(v.dtype());
+    const std::uint8_t device = name_code(v.device());
+    if (dtype == 0 || device == 0) return 0;
+    *p++ = static_cast<std::byte>(ValueKind::kTensor);
+    *p++ = static_cast<std::byte>(sizes.size());
+    for (const std::int64_t size : sizes) {
+      auto u = static_cast<std::uint64_t>(size);
+      while (u >= 0x80) {
+        *p++ = static_cast<std::byte>((u & 0x7F) | 0x80);
+        u >>= 7;
+      }
+      *p++ = static_cast<std::byte>(u);
+    }
+    *p++ = std::byte{0};  // no strides
+    *p++ = static_cast<std::byte>(dtype);
+    *p++ = static_cast<std::byte>(device);
+  }
+  return static_cast<std::size_t>(p - out);
+}
+
 }  // namespace
 
 std::size_t encode_inputs_to(std::span<const Value> inputs, std::byte* out) noexcept {
+  if (const std::size_t n = encode_plain_tensors(inputs, out)) return n;
   PointerOut o(out);
   encode_all(o, inputs);
   return o.size();

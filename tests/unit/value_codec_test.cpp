@@ -135,6 +135,46 @@ TEST(ValueCodec, SizeIsWhatIsWritten) {
   EXPECT_GT(encoded_size(tensors), kMaxEncodedInputBytes);
 }
 
+// Plain tensors (no strides, common names: what record_shapes mostly sees) take a fast path
+// in encode_inputs_to; everything else the general encoder. Both must write the same bytes:
+// at and across each limit of the fast path (16 inputs, 8 dimensions, one-byte varints,
+// names in the table) the size agrees with encoded_size(), which counts with the general
+// encoder, and every value comes back.
+TEST(ValueCodec, PlainTensorsEncodeAsEveryOtherInput) {
+  const std::vector<std::int64_t> dims8 = {1, 127, 128, 16383, 16384, std::int64_t{1} << 40, -1, 0};
+  const std::vector<std::int64_t> dims9 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<std::int64_t> small = {32, 64};
+  const std::vector<std::int64_t> strides = {64, 1};
+  const std::vector<std::vector<Value>> cases = {
+      {Value::tensor(small), Value::tensor(dims8)},
+      {Value::tensor(dims9)},                        // too many dims for the fast path
+      {Value::tensor(small, "float", strides)},      // strides
+      {Value::tensor(small, "float8_e4m3fn")},       // dtype not in the table
+      {Value::tensor(small, "float", {}, "xla:0")},  // device not in the table
+      {Value::tensor(small), Value(3)},              // not all tensors
+      std::vector<Value>(16, Value::tensor(dims8, "c10::Half", {}, "cuda:1")),
+      std::vector<Value>(17, Value::tensor(small, "long int")),  // more inputs than the fast path
+      {Value::tensor({}, "bool")},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const std::vector<std::byte> bytes = encode(cases[c]);
+    EXPECT_EQ(bytes.size(), encoded_size(cases[c])) << "case " << c;
+    const std::vector<RecordedValue> out = decode_inputs(bytes);
+    ASSERT_EQ(out.size(), cases[c].size()) << "case " << c;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const Value& in = cases[c][i];
+      ASSERT_EQ(out[i].kind, in.kind()) << "case " << c << " input " << i;
+      if (in.kind() != ValueKind::kTensor) continue;
+      EXPECT_EQ(out[i].sizes, std::vector<std::int64_t>(in.sizes().begin(), in.sizes().end()))
+          << "case " << c << " input " << i;
+      EXPECT_EQ(out[i].strides,
+                std::vector<std::int64_t>(in.strides().begin(), in.strides().end()));
+      EXPECT_EQ(out[i].text, in.dtype());
+      EXPECT_EQ(out[i].device, in.device());
+    }
+  }
+}
+
 // What record_shapes costs is mostly buffer memory: two small CPU float tensors (an mm's
 // inputs) take one 32-byte payload record.
 TEST(ValueCodec, TwoSmallTensorsTakeOneRecord) {
