@@ -12,45 +12,27 @@
 
 namespace opscope::cli {
 
+// Each tools/<name>_command.cpp defines its entry.
+#define OPSCOPE_SUBCOMMAND(name) const Subcommand& name##_subcommand();
+#include "subcommands.inc"
+#undef OPSCOPE_SUBCOMMAND
+
 namespace {
 
-struct Subcommand {
-  const char* name;
-  const char* summary;  // one line for `opscope --help`
-  std::string (*help)();
-  // Fills `c` from the arguments after the name (args[1..]).
-  void (*parse)(const std::vector<std::string>& args, Command& c);
-};
-
-const Subcommand kSubcommands[] = {
-    {"daemon", "serve traced processes (IPC) and trace requests (TCP on loopback)", daemon_help,
-     [](const std::vector<std::string>& args, Command& c) {
-       Args a(args, 1);
-       c.kind = Command::Kind::kDaemon;
-       c.daemon = parse_daemon(a);
-     }},
-    {"trace", "ask the daemon to trace processes by pid or job id", trace_help,
-     [](const std::vector<std::string>& args, Command& c) {
-       Args a(args, 1);
-       c.kind = Command::Kind::kTrace;
-       c.trace = parse_trace(a);
-     }},
-    {"sample", "run a command under perf; print its top functions, write its collapsed stacks",
-     sample_help,
-     [](const std::vector<std::string>& args, Command& c) {
-       // Only the flags before "--" are opscope's: `opscope sample -- grep --help` profiles grep.
-       const auto dashes = std::find(args.begin() + 1, args.end(), "--");
-       c.kind = Command::Kind::kSample;
-       c.sample =
-           parse_sample(std::vector<std::string>(args.begin() + 1, dashes),
-                        dashes == args.end() ? std::vector<std::string>{}
-                                             : std::vector<std::string>(dashes + 1, args.end()));
-     }},
-};
+// The table, one entry per tools/<name>_command.cpp (CMake lists them in subcommands.inc):
+// a new subcommand is a new file, and this one does not change.
+const std::vector<const Subcommand*>& subcommands() {
+  static const std::vector<const Subcommand*> table = {
+#define OPSCOPE_SUBCOMMAND(name) &name##_subcommand(),
+#include "subcommands.inc"
+#undef OPSCOPE_SUBCOMMAND
+  };
+  return table;
+}
 
 const Subcommand* find_subcommand(const std::string& name) {
-  for (const Subcommand& s : kSubcommands) {
-    if (name == s.name) return &s;
+  for (const Subcommand* s : subcommands()) {
+    if (name == s->name) return s;
   }
   return nullptr;
 }
@@ -73,10 +55,10 @@ record a trace. `opscope sample` runs a command under a sampling profiler (Linux
 
 commands:
 )";
-  for (const Subcommand& s : kSubcommands) {
-    std::string name = s.name;
+  for (const Subcommand* s : subcommands()) {
+    std::string name = s->name;
     name.resize(10, ' ');
-    text += "  " + name + s.summary + "\n";
+    text += "  " + name + s->summary + "\n";
   }
   text += "\nRun `opscope <command> --help` for the flags of each command.\n";
   return text;
@@ -102,12 +84,18 @@ Command parse(const std::vector<std::string>& args) {
   const Subcommand* sub = find_subcommand(args[0]);
   if (sub == nullptr) {
     std::string names;
-    for (const Subcommand& s : kSubcommands)
-      names += std::string(names.empty() ? "" : ", ") + s.name;
+    for (const Subcommand* s : subcommands())
+      names += std::string(names.empty() ? "" : ", ") + s->name;
     throw UsageError("unknown command '" + args[0] + "'; allowed: " + names + " (see --help)");
   }
   if (wants_help(args, 1, flags_end(args))) {
     c.help = sub->help();
+    return c;
+  }
+  if (sub->parse == nullptr) {
+    c.kind = Command::Kind::kRunner;
+    c.runner = sub;
+    c.args = args;
     return c;
   }
   sub->parse(args, c);
@@ -138,6 +126,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       return run_trace(c.trace, out, err);
     case Command::Kind::kSample:
       return run_sample(c.sample, out, err);
+    case Command::Kind::kRunner:
+      try {
+        return c.runner->run(c.args, out, err);
+      } catch (const UsageError& e) {
+        err << "opscope " << args[0] << ": " << e.what() << "\n"
+            << "Run `opscope " << args[0] << " --help` for the flags.\n";
+        return kExitUsage;
+      }
   }
   return kExitFailure;
 }

@@ -68,13 +68,30 @@ struct SampleArgs {
   std::vector<std::string> command;  // what follows `--`; never empty after parse()
 };
 
+struct Subcommand;
+
 struct Command {
-  enum class Kind { kHelp, kDaemon, kTrace, kSample };
+  enum class Kind { kHelp, kDaemon, kTrace, kSample, kRunner };
   Kind kind = Kind::kHelp;
   std::string help;  // for kHelp: the text to print
   DaemonArgs daemon;
   TraceArgs trace;
   SampleArgs sample;
+  // kRunner: a subcommand that parses and runs in one step, with the whole command line.
+  const Subcommand* runner = nullptr;
+  std::vector<std::string> args;
+};
+
+// One `opscope <name>`: tools/<name>_command.cpp defines `const Subcommand& <name>_subcommand()`
+// and the build lists it in the table (cli.cpp). A subcommand either fills a Command (`parse`,
+// for those whose arguments the tests inspect) or parses and runs itself (`run`: the whole
+// command line, name first; it throws UsageError for a bad one).
+struct Subcommand {
+  const char* name;
+  const char* summary;  // one line for `opscope --help`
+  std::string (*help)();
+  void (*parse)(const std::vector<std::string>& args, Command& c);
+  int (*run)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 };
 
 // Parses argv without the program name. Throws UsageError; no arguments at all is one (the

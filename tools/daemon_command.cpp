@@ -78,4 +78,16 @@ int run_daemon(const DaemonArgs& d, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+const Subcommand& daemon_subcommand() {
+  static const Subcommand s{
+      "daemon", "serve traced processes (IPC) and trace requests (TCP on loopback)", daemon_help,
+      [](const std::vector<std::string>& args, Command& c) {
+        Args a(args, 1);
+        c.kind = Command::Kind::kDaemon;
+        c.daemon = parse_daemon(a);
+      },
+      nullptr};
+  return s;
+}
+
 }  // namespace opscope::cli

@@ -469,4 +469,21 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
   return command_code;
 }
 
+const Subcommand& sample_subcommand() {
+  static const Subcommand s{
+      "sample", "run a command under perf; print its top functions, write its collapsed stacks",
+      sample_help,
+      [](const std::vector<std::string>& args, Command& c) {
+        // Only the flags before "--" are opscope's: `opscope sample -- grep --help` profiles grep.
+        const auto dashes = std::find(args.begin() + 1, args.end(), "--");
+        c.kind = Command::Kind::kSample;
+        c.sample =
+            parse_sample(std::vector<std::string>(args.begin() + 1, dashes),
+                         dashes == args.end() ? std::vector<std::string>{}
+                                              : std::vector<std::string>(dashes + 1, args.end()));
+      },
+      nullptr};
+  return s;
+}
+
 }  // namespace opscope::cli

@@ -321,4 +321,16 @@ int run_trace(const TraceArgs& t, std::ostream& out, std::ostream& err) {
   return failed > 0 ? kExitFailure : kExitOk;
 }
 
+const Subcommand& trace_subcommand() {
+  static const Subcommand s{"trace", "ask the daemon to trace processes by pid or job id",
+                            trace_help,
+                            [](const std::vector<std::string>& args, Command& c) {
+                              Args a(args, 1);
+                              c.kind = Command::Kind::kTrace;
+                              c.trace = parse_trace(a);
+                            },
+                            nullptr};
+  return s;
+}
+
 }  // namespace opscope::cli
