@@ -33,7 +33,26 @@ enum class EventKind : std::uint8_t {
   kAsyncRange = 1,  // ended on another thread; shown on the thread that began it, not nested
   kInstant = 2,     // a mark
   kMemory = 3,      // an allocation report (profile_memory): an instant with EventDetail::memory
+  // GPU activity and the host calls that drive it, as Kineto's traces carry them (read from a
+  // trace by read_trace(), later recorded by a GPU backend). They sit on their own threads:
+  // GPU work on a stream's (ThreadInfo::stream), runtime and driver calls on the CPU thread
+  // that made them. EventDetail::gpu holds their ids and launch parameters.
+  kKernel = 4,         // "kernel"
+  kMemcpy = 5,         // "gpu_memcpy"
+  kMemset = 6,         // "gpu_memset"
+  kRuntime = 7,        // "cuda_runtime" (also ROCm's "hip_runtime" via category)
+  kDriver = 8,         // "cuda_driver"
+  kGpuAnnotation = 9,  // "gpu_user_annotation": a user range as the GPU ran it
+  // Anything else a trace held ("python_function", "cuda_sync", "ac2g" targets, ...): a
+  // complete event kept with its category (ProfilerResult::category()) and args.
+  kOther = 10,
 };
+
+// True for the kinds that run on a GPU (on a stream's thread).
+inline bool is_gpu_kind(EventKind k) {
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset ||
+         k == EventKind::kGpuAnnotation;
+}
 
 // One allocation report.
 struct MemoryUse {
@@ -56,6 +75,20 @@ struct StackFrame {
   friend bool operator==(const StackFrame&, const StackFrame&) = default;
 };
 
+// The GPU side of an event: what Kineto's args say about a kernel, a copy, a memset, or the
+// runtime call that launched one. -1 (or 0 for sizes) where the trace did not say.
+struct GpuInfo {
+  std::int32_t device = -1;
+  std::int64_t stream = -1;
+  std::int64_t correlation = -1;  // the runtime call and the GPU work it launched share it
+  std::int64_t external_id = -1;  // the CPU op the launch ran under ("External id")
+  std::int32_t grid[3] = {0, 0, 0};
+  std::int32_t block[3] = {0, 0, 0};
+  std::int32_t registers_per_thread = -1;
+  std::int64_t shared_memory = -1;  // bytes
+  std::int64_t bytes = -1;          // copies and memsets
+};
+
 // What lenses recorded about one event. Only events that have some carry one.
 struct EventDetail {
   std::vector<RecordedValue> inputs;  // record_shapes / with_flops; empty: none given
@@ -64,11 +97,38 @@ struct EventDetail {
   std::string_view module_path;       // with_modules: "Model.Linear_0"; empty: none
   std::int64_t flops = -1;            // stated by the caller (RecordFunction::set_flops)
   MemoryUse memory;                   // for EventKind::kMemory
+  GpuInfo gpu;                        // GPU kinds and kRuntime / kDriver
+  // The args of an event read from a trace that none of the fields above hold, as the JSON
+  // text of an object ({"Ev Idx": 3, ...}); empty when there were none. Exports write them
+  // back, so nothing a trace carried is lost.
+  std::string other_args;
 };
 
 struct ThreadInfo {
-  std::uint64_t tid = 0;  // OS thread id (gettid)
+  std::uint64_t tid = 0;  // OS thread id (gettid); for a GPU stream, the stream id
   std::string name;       // the thread's name when it first recorded
+  // The process the thread belongs to; -1: the result's own (ProfilerResult::pid()). A GPU's
+  // streams belong to a process per device, as in Kineto's traces (pid = device index).
+  std::int64_t pid = -1;
+  std::int32_t device = -1;  // GPU streams: the device; -1 for CPU threads
+  std::int64_t stream = -1;  // GPU streams: the stream; -1 for CPU threads
+};
+
+// A process of a result that is not the recording one (GPU devices, other ranks' processes
+// in a merged trace), named as the trace named it.
+struct ProcessInfo {
+  std::int64_t pid = 0;
+  std::string name;
+  std::string labels;  // "process_labels", e.g. "GPU 0"
+  std::int64_t sort_index = -1;
+};
+
+// A flow arrow between two events (Kineto's "ac2g" launch arrows, "fwdbwd" autograd links).
+struct Flow {
+  std::string_view category;  // "ac2g", "fwdbwd", ...; stable for the result's lifetime
+  std::int64_t id = 0;
+  std::int32_t from = -1;  // event index (ProfilerResult::events()) of the start, -1: unmatched
+  std::int32_t to = -1;    // of the end
 };
 
 // One recorded event. Times are nanoseconds since the Unix epoch (wall clock), converted from
@@ -92,6 +152,9 @@ struct Event {
   std::int32_t end_thread = -1;  // kAsyncRange: the thread that ended it; -1 otherwise
   EventKind kind = EventKind::kRange;
   RecordScope scope = RecordScope::kFunction;
+  // The trace category when it is not the one kind and scope imply: an index into
+  // ProfilerResult::categories(); 0 means implied ("cpu_op", "kernel", ...).
+  std::uint16_t category = 0;
 
   std::int64_t duration_ns() const { return end_ns - start_ns; }
 };
@@ -142,10 +205,29 @@ class ProfilerResult {
   // Distinct call stacks, each innermost frame first.
   const std::vector<std::vector<StackFrame>>& stacks() const { return stacks_; }
 
+  // Category names of Event::category; [0] is "" (implied by kind and scope).
+  const std::vector<std::string>& categories() const { return categories_; }
+  // The trace category of an event: its own, or the one its kind and scope imply.
+  std::string_view category(const Event& e) const;
+  // Processes other than the recording one (GPU devices, ...), for ThreadInfo::pid.
+  const std::vector<ProcessInfo>& processes() const { return processes_; }
+  const std::vector<Flow>& flows() const { return flows_; }
+  // The rank of a distributed job (the trace's distributedInfo.rank); -1 when unknown.
+  std::int64_t rank() const { return rank_; }
+  // The trace's "deviceProperties" (a JSON array, one object per GPU), or empty.
+  const std::string& device_properties() const { return device_properties_; }
+  // The process of a thread (ThreadInfo::pid, or pid() when it has none).
+  std::int64_t pid_of(const ThreadInfo& t) const { return t.pid >= 0 ? t.pid : pid_; }
+
  private:
   std::vector<Event> events_;
   std::vector<EventDetail> details_;
   std::vector<std::vector<StackFrame>> stacks_;
+  std::vector<std::string> categories_{""};
+  std::vector<ProcessInfo> processes_;
+  std::vector<Flow> flows_;
+  std::int64_t rank_ = -1;
+  std::string device_properties_;
   LensSet lenses_;
   bool trace_call_stacks_ = true;
   std::vector<ThreadInfo> threads_;
@@ -217,13 +299,34 @@ class ProfilerResult::Builder {
   void add_metadata(std::string key, std::string json_value);
   void set_window(std::int64_t start_ns, std::int64_t end_ns);
   void set_pid(std::int64_t pid);
+  void set_rank(std::int64_t rank);
+  // JSON text of an array of device objects, written as the trace's "deviceProperties".
+  void set_device_properties(std::string json_array);
+  // The index of a category name for Event::category (added once).
+  std::uint16_t category(std::string_view name);
+  void add_process(ProcessInfo process);
+  // A flow between the events at two points: each end is the innermost event of `thread`
+  // that holds `time_ns` (finish() resolves them; an end no event holds stays -1).
+  struct FlowEnd {
+    std::int32_t thread = -1;
+    std::int64_t time_ns = 0;
+  };
+  void add_flow(std::string_view category, std::int64_t id, FlowEnd from, FlowEnd to);
   SessionStats& stats();
 
   // Sorts, nests, and hands over the result. The builder is empty afterwards.
   std::shared_ptr<const ProfilerResult> finish();
 
  private:
+  void resolve_flows();
+  struct PendingFlow {
+    std::string_view category;
+    std::int64_t id;
+    FlowEnd from;
+    FlowEnd to;
+  };
   std::shared_ptr<ProfilerResult> result_;
+  std::vector<PendingFlow> flows_;
 };
 
 }  // namespace opscope

@@ -126,6 +126,20 @@ std::string_view kind_name(EventKind kind) {
       return "instant";
     case EventKind::kMemory:
       return "memory";
+    case EventKind::kKernel:
+      return "kernel";
+    case EventKind::kMemcpy:
+      return "memcpy";
+    case EventKind::kMemset:
+      return "memset";
+    case EventKind::kRuntime:
+      return "runtime";
+    case EventKind::kDriver:
+      return "driver";
+    case EventKind::kGpuAnnotation:
+      return "gpu_annotation";
+    case EventKind::kOther:
+      return "other";
   }
   return "unknown";
 }

@@ -117,8 +117,10 @@ FunctionEventAvg row_of(const Partial& p) {
   return row;
 }
 
+// The operator table counts CPU ranges; GPU work and runtime calls read from a trace are
+// not operators (their CUDA columns come with the GPU backend).
 bool is_row_event(const Event& e) {
-  return e.kind != EventKind::kInstant && e.kind != EventKind::kMemory;
+  return e.kind == EventKind::kRange || e.kind == EventKind::kAsyncRange;
 }
 
 // Open addressing on the name's address and length: identity, not text. Linear probing over a

@@ -159,15 +159,19 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.key("schemaVersion");
   w.integer(1);
   w.key("deviceProperties");
-  w.begin_array();
-  w.end_array();
+  std::string error;
+  if (!r.device_properties().empty() && is_valid_json(r.device_properties(), &error)) {
+    w.raw(r.device_properties());
+  } else {
+    w.begin_array();
+    w.end_array();
+  }
   for (const auto& [key, value] : r.metadata()) {
     if (is_reserved(key)) {
       warn("trace metadata '" + key + "' is ignored: the exporter writes that key itself");
       continue;
     }
     key_on_new_line(w, key);
-    std::string error;
     if (is_valid_json(value, &error)) {
       w.raw(value);
     } else {
@@ -256,6 +260,33 @@ constexpr std::string_view kCloseUserAsync = R"({"ph":"e","cat":"user_annotation
 static_assert(kOpenAsync.size() == kCloseAsync.size() &&
               kOpenUserAsync.size() == kCloseUserAsync.size());
 constexpr std::string_view kOpenInstant = R"({"ph":"i","s":"t","cat":"cpu_instant_event","name":)";
+constexpr std::string_view kOpenKernel = R"({"ph":"X","cat":"kernel","name":)";
+constexpr std::string_view kOpenMemcpy = R"({"ph":"X","cat":"gpu_memcpy","name":)";
+constexpr std::string_view kOpenMemset = R"({"ph":"X","cat":"gpu_memset","name":)";
+constexpr std::string_view kOpenRuntime = R"({"ph":"X","cat":"cuda_runtime","name":)";
+constexpr std::string_view kOpenDriver = R"({"ph":"X","cat":"cuda_driver","name":)";
+constexpr std::string_view kOpenGpuAnnotation = R"({"ph":"X","cat":"gpu_user_annotation","name":)";
+constexpr std::string_view kOpenOther = R"({"ph":"X","cat":"other","name":)";
+
+std::string_view implied_open(EventKind kind) {
+  switch (kind) {
+    case EventKind::kKernel:
+      return kOpenKernel;
+    case EventKind::kMemcpy:
+      return kOpenMemcpy;
+    case EventKind::kMemset:
+      return kOpenMemset;
+    case EventKind::kRuntime:
+      return kOpenRuntime;
+    case EventKind::kDriver:
+      return kOpenDriver;
+    case EventKind::kGpuAnnotation:
+      return kOpenGpuAnnotation;
+    default:
+      return kOpenOther;
+  }
+}
+
 // Bytes an event may need besides its prefixes: separators, numbers of at most 25 bytes,
 // keys and braces. Checked generously.
 constexpr std::size_t kEventSlack = 512;
@@ -340,6 +371,47 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   }
 }
 
+// The args of GPU work and of runtime and driver calls, with Kineto's keys, then whatever
+// else the trace they were read from carried (EventDetail::other_args).
+void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
+  w.set_need_comma(true);
+  w.key("args");
+  w.begin_object();
+  if (const EventDetail* d = r.detail(e)) {
+    const GpuInfo& g = d->gpu;
+    const auto field = [&](std::string_view key, std::int64_t v) {
+      if (v < 0) return;
+      w.key(key);
+      w.integer(v);
+    };
+    const auto triple = [&](std::string_view key, const std::int32_t(&v)[3]) {
+      if (v[0] == 0 && v[1] == 0 && v[2] == 0) return;
+      w.key(key);
+      w.begin_array();
+      for (std::int32_t x : v) w.integer(x);
+      w.end_array();
+    };
+    field("device", g.device);
+    field("stream", g.stream);
+    field("correlation", g.correlation);
+    field("External id", g.external_id);
+    triple("grid", g.grid);
+    triple("block", g.block);
+    field("registers per thread", g.registers_per_thread);
+    field("shared memory", g.shared_memory);
+    field("bytes", g.bytes);
+    // {"a":1,...}: its members go on after the fields above.
+    const std::string_view other = d->other_args;
+    if (other.size() > 2 && other.front() == '{' && other.back() == '}') {
+      // Its members are JSON already: spliced in, with a comma when fields came before.
+      if (w.view().back() != '{') w.append(",");
+      w.append(other.substr(1, other.size() - 2));
+      w.set_need_comma(true);
+    }
+  }
+  w.end_object();
+}
+
 // A "[memory]" instant's args, as Kineto writes them.
 void write_memory_args(JsonWriter& w, const MemoryUse& m) {
   w.set_need_comma(true);
@@ -374,17 +446,33 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
   const std::int64_t pid = r.pid();
   write_metadata_event(w, true, "process_name", pid, 0, "name", program_name(pid));
   write_metadata_event(w, false, "process_sort_index", pid, 0, "sort_index", pid);
+  for (const ProcessInfo& p : r.processes()) {
+    write_metadata_event(w, false, "process_name", p.pid, 0, "name", p.name);
+    if (!p.labels.empty()) {
+      write_metadata_event(w, false, "process_labels", p.pid, 0, "labels", p.labels);
+    }
+    write_metadata_event(w, false, "process_sort_index", p.pid, 0, "sort_index",
+                         p.sort_index >= 0 ? p.sort_index : p.pid);
+  }
+  // The opening of a complete event of each named category ({"ph":"X","cat":"..","name":).
+  std::vector<std::string> category_open;
+  for (const std::string& c : r.categories()) {
+    JsonWriter cw(64);
+    cw.string(c);
+    category_open.push_back(R"({"ph":"X","cat":)" + std::string(cw.view()) + R"(,"name":)");
+  }
   const std::vector<ThreadInfo>& threads = r.threads();
   std::vector<std::string> thread_text;  // ,"pid":P,"tid":T,"ts": per thread
   thread_text.reserve(threads.size());
   for (std::size_t i = 0; i < threads.size(); ++i) {
     const ThreadInfo& t = threads[i];
     const std::string name = t.name.empty() ? "thread " + std::to_string(t.tid) : t.name;
-    write_metadata_event(w, false, "thread_name", pid, t.tid, "name", name);
+    const std::int64_t thread_pid = r.pid_of(t);
+    write_metadata_event(w, false, "thread_name", thread_pid, t.tid, "name", name);
     // In the order threads first recorded, which puts the main thread first.
-    write_metadata_event(w, false, "thread_sort_index", pid, t.tid, "sort_index", i);
-    thread_text.push_back(",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
-                          ",\"ts\":");
+    write_metadata_event(w, false, "thread_sort_index", thread_pid, t.tid, "sort_index", i);
+    thread_text.push_back(",\"pid\":" + std::to_string(thread_pid) +
+                          ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":");
   }
 
   PrefixCache prefixes;
@@ -412,6 +500,17 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
       case EventKind::kInstant:
       case EventKind::kMemory:
         open = kOpenInstant;
+        break;
+      case EventKind::kKernel:
+      case EventKind::kMemcpy:
+      case EventKind::kMemset:
+      case EventKind::kRuntime:
+      case EventKind::kDriver:
+      case EventKind::kGpuAnnotation:
+      case EventKind::kOther:
+        open = e.category != 0 && e.category < category_open.size()
+                   ? std::string_view(category_open[e.category])
+                   : implied_open(e.kind);
         break;
     }
     const std::string_view prefix = prefixes.get(e.name, open);
@@ -459,6 +558,20 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
         } else {
           w.append("}");
         }
+        p = w.reserve(0);
+        break;
+      case EventKind::kKernel:
+      case EventKind::kMemcpy:
+      case EventKind::kMemset:
+      case EventKind::kRuntime:
+      case EventKind::kDriver:
+      case EventKind::kGpuAnnotation:
+      case EventKind::kOther:
+        p = put(p, R"(,"dur":)");
+        p = put_micros(p, e.end_ns - e.start_ns);
+        w.commit(p);
+        write_gpu_args(w, r, e);
+        w.append("}");
         p = w.reserve(0);
         break;
     }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <numeric>
 
+#include "opscope/error.h"
 #include "opscope/result.h"
 #include "util/fresh_memory.h"
 
@@ -52,8 +53,59 @@ void ProfilerResult::Builder::set_window(std::int64_t start_ns, std::int64_t end
 }
 
 void ProfilerResult::Builder::set_pid(std::int64_t pid) { result_->pid_ = pid; }
+void ProfilerResult::Builder::set_rank(std::int64_t rank) { result_->rank_ = rank; }
+void ProfilerResult::Builder::set_device_properties(std::string json_array) {
+  result_->device_properties_ = std::move(json_array);
+}
+
+std::uint16_t ProfilerResult::Builder::category(std::string_view name) {
+  std::vector<std::string>& c = result_->categories_;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i] == name) return static_cast<std::uint16_t>(i);
+  }
+  if (c.size() > 0xFFFF) throw Error("a result holds at most 65535 distinct event categories");
+  c.emplace_back(name);
+  return static_cast<std::uint16_t>(c.size() - 1);
+}
+
+void ProfilerResult::Builder::add_process(ProcessInfo process) {
+  result_->processes_.push_back(std::move(process));
+}
+
+void ProfilerResult::Builder::add_flow(std::string_view category, std::int64_t id, FlowEnd from,
+                                       FlowEnd to) {
+  flows_.push_back({keep(category), id, from, to});
+}
 
 SessionStats& ProfilerResult::Builder::stats() { return result_->stats_; }
+
+std::string_view ProfilerResult::category(const Event& e) const {
+  if (e.category != 0 && e.category < categories_.size()) return categories_[e.category];
+  switch (e.kind) {
+    case EventKind::kRange:
+    case EventKind::kAsyncRange:
+      return e.scope == RecordScope::kUserScope ? "user_annotation" : "cpu_op";
+    case EventKind::kInstant:
+      return "cpu_instant_event";
+    case EventKind::kMemory:
+      return "cpu_instant_event";
+    case EventKind::kKernel:
+      return "kernel";
+    case EventKind::kMemcpy:
+      return "gpu_memcpy";
+    case EventKind::kMemset:
+      return "gpu_memset";
+    case EventKind::kRuntime:
+      return "cuda_runtime";
+    case EventKind::kDriver:
+      return "cuda_driver";
+    case EventKind::kGpuAnnotation:
+      return "gpu_user_annotation";
+    case EventKind::kOther:
+      break;
+  }
+  return "";
+}
 
 namespace {
 
@@ -162,6 +214,58 @@ void sort_events(std::vector<Event>& events) {
 
 }  // namespace
 
+// Each end of a flow is the innermost event of its thread that holds its time: the last one,
+// in the result's order (start ascending, enclosing first), that starts at or before the time
+// and has not ended before it. Events of a thread are contiguous, so a binary search finds
+// the last start at or before the time, and the walk back from it climbs out of what ended
+// too early (parents first for ranges; the few others are checked one by one).
+void ProfilerResult::Builder::resolve_flows() {
+  if (flows_.empty()) return;
+  const std::vector<Event>& events = result_->events_;
+  std::vector<std::size_t> thread_begin(result_->threads_.size() + 1, events.size());
+  for (std::size_t i = events.size(); i-- > 0;) {
+    const auto t = static_cast<std::size_t>(events[i].thread);
+    if (t < result_->threads_.size()) thread_begin[t] = i;
+  }
+  const auto thread_end = [&](std::size_t t) {
+    for (std::size_t u = t + 1; u < thread_begin.size(); ++u) {
+      if (thread_begin[u] != events.size()) return thread_begin[u];
+    }
+    return events.size();
+  };
+  const auto holder = [&](const FlowEnd& end) -> std::int32_t {
+    if (end.thread < 0 || static_cast<std::size_t>(end.thread) >= result_->threads_.size()) {
+      return -1;
+    }
+    const auto t = static_cast<std::size_t>(end.thread);
+    const std::size_t first = thread_begin[t];
+    if (first == events.size()) return -1;
+    const std::size_t last = thread_end(t);
+    auto it = std::upper_bound(events.begin() + static_cast<std::ptrdiff_t>(first),
+                               events.begin() + static_cast<std::ptrdiff_t>(last), end.time_ns,
+                               [](std::int64_t ts, const Event& e) { return ts < e.start_ns; });
+    // Climb back to an event that still holds the time; 64 steps bound the walk over
+    // siblings that ended before it, then parents are followed.
+    int steps = 0;
+    for (auto i = static_cast<std::size_t>(it - events.begin()); i-- > first;) {
+      const Event& e = events[i];
+      if (e.end_ns >= end.time_ns) return static_cast<std::int32_t>(i);
+      if (++steps == 64) {
+        for (std::int32_t p = e.parent; p >= 0; p = events[static_cast<std::size_t>(p)].parent) {
+          if (events[static_cast<std::size_t>(p)].end_ns >= end.time_ns) return p;
+        }
+        return -1;
+      }
+    }
+    return -1;
+  };
+  result_->flows_.reserve(flows_.size());
+  for (const PendingFlow& f : flows_) {
+    result_->flows_.push_back({f.category, f.id, holder(f.from), holder(f.to)});
+  }
+  flows_.clear();
+}
+
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
   std::vector<Event>& events = result_->events_;
   sort_events(events);
@@ -219,6 +323,7 @@ std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
   }
   for (Event& e : events) e.self_ns = std::max<std::int64_t>(e.self_ns, 0);
   result_->stats_.events_recorded = events.size();
+  resolve_flows();
 
   std::shared_ptr<const ProfilerResult> out = std::move(result_);
   result_ = std::make_shared<ProfilerResult>();
