@@ -1,4 +1,4 @@
-// opscope/export.h: writing a ProfilerResult to files.
+// opscope/export.h: writing a ProfilerResult to files, and reading one back from a trace.
 //
 //   opscope::export_chrome_trace(profiler.result(), "trace.json");      // or "trace.json.gz"
 //
@@ -8,10 +8,13 @@
 // leaves nothing behind. Failures throw opscope::Error naming the path and the reason.
 #pragma once
 
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "opscope/result.h"
+#include "opscope/trace_analysis.h"
 
 namespace opscope {
 
@@ -43,5 +46,19 @@ void export_memory_timeline(const ProfilerResult& result, const std::string& pat
 // Returns true when `text` is one complete JSON value (RFC 8259), else false and, when
 // `error` is given, a message with the byte offset of the first problem.
 bool is_valid_json(std::string_view text, std::string* error = nullptr);
+
+// Reads a Chrome / Kineto trace (.json, or .json.gz by its content) as PyTorch's profiler or
+// opscope wrote it: CPU ops and user annotations as ranges, GPU kernels, copies and sets on
+// their streams' threads, runtime and driver calls, flows, processes and threads with their
+// names, the rank (distributedInfo.rank), the top-level keys as metadata; every other event
+// category and every arg without a field of its own is kept (EventDetail::other_args), so an
+// export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
+// file, the byte offset and what was expected when the file is not a trace.
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
+
+// Reports as text (an aligned table each), JSON (one object: {"report": [{"column": value,
+// ...}, ...], ...}, the columns HTA's DataFrames have) or CSV (a "# report" line before each
+// table when there are several).
+std::string format_reports(std::span<const Report> reports, ReportFormat format);
 
 }  // namespace opscope

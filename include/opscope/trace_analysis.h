@@ -1,0 +1,52 @@
+// opscope/trace_analysis.h: Holistic-Trace-Analysis-class reports over results, per rank.
+//
+// A result read from a trace (read_trace() in opscope/export.h) or recorded by a Profiler is
+// one rank. Reports take every rank of a job and answer with rows under the column names of
+// Holistic Trace Analysis's DataFrames, so that its users read the same tables:
+//
+//   std::vector<std::shared_ptr<const opscope::ProfilerResult>> ranks = {
+//       opscope::read_trace("rank-0.json.gz"), opscope::read_trace("rank-1.json.gz")};
+//   opscope::Report r = opscope::temporal_breakdown(ranks);
+//   std::cout << opscope::format_reports({&r, 1}, opscope::ReportFormat::kText);
+//
+// Times in the rows are microseconds, as in HTA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "opscope/result.h"
+
+namespace opscope {
+
+using ReportCell = std::variant<std::int64_t, double, std::string>;
+
+// One table: `columns` names each cell of every row.
+struct Report {
+  std::string name;  // "temporal", ...
+  std::vector<std::string> columns;
+  std::vector<std::vector<ReportCell>> rows;
+};
+
+// The rank of a result: its distributedInfo.rank, else `fallback` (its position among the
+// traces given).
+std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback);
+
+// How HTA classifies a GPU kernel by name: "COMMUNICATION" (NCCL and the like), "MEMORY"
+// (memcpy, memset, dma), "COMPUTATION" or "OTHER" (synchronizations, ...).
+std::string_view kernel_type(std::string_view name);
+
+// HTA's get_temporal_breakdown: per rank, the span from the first GPU activity to the end of
+// the last (kernel_time), the part of it no stream was busy (idle_time), the part computation
+// kernels ran (compute_time), and the rest (non_compute_time), with their percentages.
+Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+
+enum class ReportFormat { kText, kJson, kCsv };
+// format_reports() (opscope/export.h) writes reports in each format.
+
+}  // namespace opscope

@@ -1,0 +1,808 @@
+// read_trace(): a Chrome / Kineto trace file (.json or .json.gz) into a ProfilerResult.
+//
+// The file is read whole (gzip inflated with libdeflate straight into simdjson's padded
+// buffer) and walked once with simdjson's On-Demand API, which parses only what is asked for:
+// each event's fields are visited in document order and values the model does not hold are
+// kept as their raw JSON text (EventDetail::other_args). Numbers that are times are taken
+// from their text, not through a double: Kineto writes microseconds with a nanosecond
+// fraction (1682725898236567.123), more digits than a double holds.
+#include <libdeflate.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "opscope/error.h"
+#include "opscope/export.h"
+#include "opscope/result.h"
+
+namespace opscope {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw Error("cannot read trace " + path + ": " + what);
+}
+
+// The bytes of the file, inflated when they are gzip, in a buffer padded as simdjson needs.
+simdjson::padded_string load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::strerror(errno));
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(path, "read error");
+  const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
+                    static_cast<unsigned char>(raw[1]) == 0x8b;
+  if (!gzip) return simdjson::padded_string(raw);
+
+  // A gzip file may hold several members; each ends with its size modulo 2^32, which is
+  // where the output's size starts (a member of 4 GiB or more is grown into).
+  std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
+      libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
+  if (!d) fail(path, "out of memory");
+  std::string out;
+  std::size_t in_at = 0;
+  while (in_at < raw.size()) {
+    const std::size_t left = raw.size() - in_at;
+    if (left < 18) fail(path, "truncated gzip data at byte " + std::to_string(in_at));
+    std::uint32_t isize = 0;
+    std::memcpy(&isize, raw.data() + raw.size() - 4, 4);  // the last member's: a hint
+    // Deflate shrinks data at most 1032:1, so a size beyond that is a corrupt hint.
+    std::size_t room =
+        std::min<std::size_t>(std::max<std::size_t>(isize, left * 4), left * 1032 + 4096);
+    for (;;) {
+      const std::size_t base = out.size();
+      out.resize(base + room);
+      std::size_t used_in = 0, produced = 0;
+      const libdeflate_result r = libdeflate_gzip_decompress_ex(
+          d.get(), raw.data() + in_at, left, out.data() + base, room, &used_in, &produced);
+      if (r == LIBDEFLATE_SUCCESS) {
+        out.resize(base + produced);
+        in_at += used_in;
+        break;
+      }
+      out.resize(base);
+      if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+        room *= 2;
+        continue;
+      }
+      fail(path, "not valid gzip data (corrupt or truncated) in the member at byte " +
+                     std::to_string(in_at));
+    }
+  }
+  return simdjson::padded_string(out);
+}
+
+// Microseconds written as a JSON number (or a string holding one) to integer nanoseconds,
+// exactly: digits before the point are microseconds, up to three after it nanoseconds.
+bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\n' || t.back() == '\r' ||
+                        t.back() == '\t' || t.back() == ',' || t.back() == '}')) {
+    t.remove_suffix(1);
+  }
+  if (!t.empty() && t.front() == '"') t = t.substr(1, t.size() >= 2 ? t.size() - 2 : 0);
+  bool negative = false;
+  if (!t.empty() && t.front() == '-') {
+    negative = true;
+    t.remove_prefix(1);
+  }
+  const std::size_t point = t.find_first_of(".eE");
+  if (point != std::string_view::npos && t[point] != '.') {
+    // An exponent: rare; a double is as good as the text then.
+    double v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size()) return false;
+    ns = static_cast<std::int64_t>(v * 1000.0 + (v >= 0 ? 0.5 : -0.5)) * (negative ? -1 : 1);
+    return true;
+  }
+  const std::string_view whole = t.substr(0, point);
+  std::int64_t us = 0;
+  if (whole.empty()) {
+    us = 0;
+  } else {
+    const auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), us);
+    if (ec != std::errc() || end != whole.data() + whole.size()) return false;
+  }
+  std::int64_t frac = 0;
+  if (point != std::string_view::npos) {
+    std::string_view f = t.substr(point + 1);
+    if (f.empty() || f.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    int digits = 0;
+    for (char c : f) {
+      if (digits == 3) {
+        if (c >= '5') ++frac;  // rounds to the nearest ns
+        break;
+      }
+      frac = frac * 10 + (c - '0');
+      ++digits;
+    }
+    for (; digits < 3; ++digits) frac *= 10;
+  }
+  ns = (us * 1000 + frac) * (negative ? -1 : 1);
+  return true;
+}
+
+// An id or number that may be written as a string: "tid": "stream 7", "pid": "Spans".
+struct Id {
+  std::int64_t number = 0;
+  std::string text;  // set when the value was not a plain integer
+  bool operator<(const Id& o) const {
+    return number != o.number ? number < o.number : text < o.text;
+  }
+};
+
+class Reader {
+ public:
+  Reader(std::string path, simdjson::padded_string json)
+      : path_(std::move(path)), json_(std::move(json)) {}
+
+  std::shared_ptr<const ProfilerResult> read() {
+    od::parser parser;
+    od::document doc;
+    check(parser.iterate(json_).get(doc), "the start of the document");
+    od::object top;
+    if (doc.get_object().get(top) != simdjson::SUCCESS) {
+      fail(path_, "expected a JSON object at byte 0 (a Chrome trace: {\"traceEvents\": [...]})");
+    }
+    bool saw_events = false;
+    bool saw_nodes = false;
+    for (auto field : top) {
+      std::string_view key;
+      check(field.unescaped_key().get(key), "an object key");
+      od::value v;
+      check(field.value().get(v), "a value");
+      if (key == "traceEvents") {
+        saw_events = true;
+        od::array events;
+        check(v.get_array().get(events), "an array of events");
+        for (auto item : events) {
+          od::value ev;
+          check(item.get(ev), "an event");
+          const char* at = nullptr;
+          if (ev.current_location().get(at) == simdjson::SUCCESS) last_event_at_ = at;
+          od::object e;
+          check(ev.get_object().get(e), "an event object");
+          read_event(e);
+        }
+      } else if (key == "deviceProperties") {
+        device_properties_ = std::string(raw_of(v, "deviceProperties"));
+        if (device_properties_ == "[]") device_properties_.clear();
+      } else if (key == "schemaVersion" || key == "traceName" || key == "displayTimeUnit" ||
+                 key == "baseTimeNanoseconds" || key == "opscope" ||
+                 key == "opscope_not_recorded") {
+        raw_of(v, "a value");  // the exporter writes these itself
+      } else if (key == "nodes") {
+        saw_nodes = true;
+        raw_of(v, "a value");
+      } else if (key == "distributedInfo") {
+        const std::string_view raw = raw_of(v, "distributedInfo");
+        read_distributed_info(raw);
+        metadata_.emplace_back(std::string(key), std::string(raw));
+      } else {
+        metadata_.emplace_back(std::string(key), std::string(raw_of(v, "a value")));
+      }
+    }
+    // Anything after the top-level object is an error (the document is one value).
+    const char* after = nullptr;
+    if (doc.current_location().get(after) == simdjson::SUCCESS && after != nullptr) {
+      fail(path_, "unexpected text after the trace object at byte " +
+                      std::to_string(after - json_.data()));
+    }
+    if (!saw_events && saw_nodes) {
+      fail(path_,
+           "this is an execution trace (Chakra: \"nodes\"), not a Chrome trace with "
+           "\"traceEvents\"");
+    }
+    if (!saw_events) fail(path_, "no \"traceEvents\" array in the top-level object");
+    return build();
+  }
+
+ private:
+  struct Thread {
+    std::int64_t pid;
+    Id tid;
+    std::string name;
+    std::int64_t sort_index = -1;
+    bool gpu = false;
+    std::int32_t device = -1;
+    std::int64_t stream = -1;
+  };
+  struct Process {
+    std::string name;
+    std::string labels;
+    std::int64_t sort_index = -1;
+  };
+  struct PendingFlow {
+    std::string category;
+    std::int64_t id;
+    std::int32_t thread;
+    std::int64_t ts;
+    bool has_start = false;
+    std::int32_t end_thread = -1;
+    std::int64_t end_ts = 0;
+  };
+
+  static std::string_view trim(std::string_view s) {
+    while (!s.empty() &&
+           (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+      s.remove_suffix(1);
+    }
+    return s;
+  }
+
+  // The JSON text of a value, whatever its type (simdjson 3.0 has raw_json() for objects and
+  // arrays only; a scalar's token text runs to the next token, so it is trimmed).
+  std::string_view raw_of(od::value v, const char* what) {
+    od::json_type type;
+    check(v.type().get(type), what);
+    std::string_view raw;
+    if (type == od::json_type::object) {
+      od::object o;
+      check(v.get_object().get(o), what);
+      check(o.raw_json().get(raw), what);
+    } else if (type == od::json_type::array) {
+      od::array a;
+      check(v.get_array().get(a), what);
+      check(a.raw_json().get(raw), what);
+    } else {
+      raw = v.raw_json_token();
+    }
+    return trim(raw);
+  }
+
+  void check(simdjson::error_code code, const char* expected) {
+    if (code == simdjson::SUCCESS) return;
+    // simdjson finds some errors before it walks the document (an unclosed string), without
+    // a position: opscope's strict parser, slower but exact, names the byte.
+    std::string exact;
+    if (!is_valid_json(std::string_view(json_.data(), json_.size()), &exact)) {
+      fail(path_, "malformed JSON: " + exact);
+    }
+    std::string where;
+    if (last_event_at_ != nullptr) {
+      where = " (in the event that starts at byte " +
+              std::to_string(last_event_at_ - json_.data()) + ")";
+    }
+    fail(path_, std::string("malformed JSON") + where + ": expected " + expected + "; " +
+                    simdjson::error_message(code));
+  }
+
+  // A JSON number or a string of digits as an integer id; anything else keeps its text.
+  Id read_id(od::value v) {
+    Id id;
+    od::json_type type;
+    check(v.type().get(type), "an id");
+    if (type == od::json_type::number) {
+      std::int64_t n = 0;
+      if (v.get_int64().get(n) == simdjson::SUCCESS) {
+        id.number = n;
+        return id;
+      }
+      // Above 2^63 (a thread id of -1 written unsigned): the same 64 bits.
+      std::uint64_t u = 0;
+      if (v.get_uint64().get(u) == simdjson::SUCCESS) {
+        id.number = static_cast<std::int64_t>(u);
+        return id;
+      }
+      double d = 0;
+      check(v.get_double().get(d), "a number");
+      id.number = static_cast<std::int64_t>(d);
+      return id;
+    }
+    if (type == od::json_type::string) {
+      std::string_view s;
+      check(v.get_string().get(s), "a string");
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) {
+        id.number = n;
+      } else {
+        id.text = std::string(s);
+      }
+      return id;
+    }
+    id.text = std::string(raw_of(v, "an id"));
+    return id;
+  }
+
+  std::int64_t read_micros(od::value v, const char* what) {
+    const std::string_view raw = raw_of(v, what);
+    std::int64_t ns = 0;
+    if (!micros_text_to_ns(raw, ns)) {
+      fail(path_, std::string("expected a number of microseconds for \"") + what + "\", found " +
+                      std::string(raw) + at_event());
+    }
+    return ns;
+  }
+
+  std::string at_event() const {
+    if (last_event_at_ == nullptr) return "";
+    return " (in the event that starts at byte " + std::to_string(last_event_at_ - json_.data()) +
+           ")";
+  }
+
+  std::int32_t thread_index(std::int64_t pid, const Id& tid) {
+    auto [it, added] = thread_of_.try_emplace({pid, tid}, 0);
+    if (added) {
+      it->second = static_cast<std::int32_t>(threads_.size());
+      threads_.push_back({pid, tid, {}, -1, false, -1, -1});
+    }
+    return it->second;
+  }
+
+  std::string_view keep_name(std::string_view name) {
+    auto it = names_.find(name);
+    if (it != names_.end()) return it->second;
+    const std::string_view kept = builder_.keep(name);
+    names_.emplace(kept, kept);
+    return kept;
+  }
+
+  void read_distributed_info(std::string_view raw) {
+    // A small object: parse it on its own.
+    od::parser p;
+    const simdjson::padded_string copy(raw);
+    od::document d;
+    if (p.iterate(copy).get(d) != simdjson::SUCCESS) return;
+    od::object o;
+    if (d.get_object().get(o) != simdjson::SUCCESS) return;
+    for (auto f : o) {
+      std::string_view k;
+      if (f.unescaped_key().get(k) != simdjson::SUCCESS) return;
+      od::value v;
+      if (f.value().get(v) != simdjson::SUCCESS) return;
+      if (k == "rank") {
+        const Id id = read_id(v);
+        if (id.text.empty()) rank_ = id.number;
+      }
+    }
+  }
+
+  void read_event(od::object& e) {
+    std::string_view ph, cat, name;
+    std::int64_t pid = 0, ts = 0, dur = 0;
+    bool has_ts = false, has_dur = false, has_pid = false;
+    Id tid;
+    Id id;
+    bool has_id = false;
+    bool binding_enclosing = false;
+    std::string_view args_raw;
+    std::string_view s_scope;
+    std::string other_fields;  // top-level fields the model has no place for
+
+    for (auto field : e) {
+      std::string_view key;
+      check(field.unescaped_key().get(key), "an event field name");
+      od::value v;
+      check(field.value().get(v), "an event field value");
+      if (key == "ph") {
+        check(v.get_string().get(ph), "\"ph\" as a string");
+      } else if (key == "cat") {
+        check(v.get_string().get(cat), "\"cat\" as a string");
+      } else if (key == "name") {
+        od::json_type type;
+        check(v.type().get(type), "a name");
+        if (type == od::json_type::string) {
+          check(v.get_string().get(name), "\"name\" as a string");
+        } else {
+          name = raw_of(v, "a name");
+        }
+      } else if (key == "pid") {
+        const Id p = read_id(v);
+        pid = p.text.empty() ? p.number : text_pid(p.text);
+        has_pid = true;
+      } else if (key == "tid") {
+        tid = read_id(v);
+      } else if (key == "ts") {
+        ts = read_micros(v, "ts");
+        has_ts = true;
+      } else if (key == "dur") {
+        dur = read_micros(v, "dur");
+        has_dur = true;
+      } else if (key == "id") {
+        id = read_id(v);
+        has_id = true;
+      } else if (key == "bp") {
+        std::string_view bp;
+        if (v.get_string().get(bp) == simdjson::SUCCESS) binding_enclosing = bp == "e";
+      } else if (key == "args") {
+        args_raw = raw_of(v, "\"args\"");
+      } else if (key == "s") {
+        if (v.get_string().get(s_scope) != simdjson::SUCCESS) s_scope = {};
+      } else {
+        raw_of(v, "a value");  // "id2", "tts", ...: not kept
+      }
+    }
+    (void)binding_enclosing;
+    (void)has_pid;
+    (void)other_fields;
+    if (ph.empty()) {
+      ++stats_skipped_;
+      return;
+    }
+    switch (ph[0]) {
+      case 'X':
+        if (!has_ts) fail(path_, "a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
+        add_complete(cat, name, pid, tid, ts, has_dur ? std::max<std::int64_t>(dur, 0) : 0,
+                     args_raw);
+        return;
+      case 'i':
+      case 'I':
+        if (!has_ts) fail(path_, "an instant event without \"ts\"" + at_event());
+        add_instant(cat, name, pid, tid, ts, args_raw);
+        return;
+      case 'M':
+        read_metadata_event(name, pid, tid, args_raw);
+        return;
+      case 's':
+      case 'f':
+      case 't':
+        if (!has_ts || !has_id) return;
+        add_flow_end(ph[0], cat, id, thread_index(pid, tid), ts);
+        return;
+      default:
+        // Counters ("C"), async pairs ("b"/"e"), objects: not in the model yet; counted.
+        ++stats_skipped_;
+        return;
+    }
+  }
+
+  // Kineto names some processes with text ("Spans", "Traces"): each gets a pid of its own
+  // above any real one (2^40 + n), named with the text, so that it stays apart.
+  std::int64_t text_pid(const std::string& text) {
+    auto [it, added] = text_pids_.try_emplace(
+        text, (std::int64_t{1} << 40) + static_cast<std::int64_t>(text_pids_.size()));
+    if (added) processes_[it->second].name = text;
+    return it->second;
+  }
+
+  static EventKind kind_of(std::string_view cat, RecordScope& scope) {
+    scope = RecordScope::kFunction;
+    if (cat == "cpu_op" || cat == "Operator" || cat == "operator") return EventKind::kRange;
+    if (cat == "user_annotation") {
+      scope = RecordScope::kUserScope;
+      return EventKind::kRange;
+    }
+    if (cat == "kernel" || cat == "Kernel") return EventKind::kKernel;
+    if (cat == "gpu_memcpy" || cat == "Memcpy") return EventKind::kMemcpy;
+    if (cat == "gpu_memset" || cat == "Memset") return EventKind::kMemset;
+    if (cat == "cuda_runtime" || cat == "Runtime" || cat == "hip_runtime" ||
+        cat == "privateuse1_runtime") {
+      return EventKind::kRuntime;
+    }
+    if (cat == "cuda_driver" || cat == "Driver" || cat == "hip_driver") return EventKind::kDriver;
+    if (cat == "gpu_user_annotation") return EventKind::kGpuAnnotation;
+    return EventKind::kOther;
+  }
+
+  // The category as the export would write it for this kind and scope; 0 when implied.
+  std::uint16_t category_index(std::string_view cat, EventKind kind, RecordScope scope) {
+    ProfilerResult::Builder& b = builder_;
+    std::string_view implied;
+    switch (kind) {
+      case EventKind::kRange:
+        implied = scope == RecordScope::kUserScope ? "user_annotation" : "cpu_op";
+        break;
+      case EventKind::kKernel:
+        implied = "kernel";
+        break;
+      case EventKind::kMemcpy:
+        implied = "gpu_memcpy";
+        break;
+      case EventKind::kMemset:
+        implied = "gpu_memset";
+        break;
+      case EventKind::kRuntime:
+        implied = "cuda_runtime";
+        break;
+      case EventKind::kDriver:
+        implied = "cuda_driver";
+        break;
+      case EventKind::kGpuAnnotation:
+        implied = "gpu_user_annotation";
+        break;
+      default:
+        break;
+    }
+    if (cat == implied) return 0;
+    return b.category(cat);
+  }
+
+  // An integer written as a JSON number or a string of digits ("12"); false for anything
+  // else ("0x0", 1.5, null).
+  static bool int_of(std::string_view raw, std::int64_t& out) {
+    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"')
+      raw = raw.substr(1, raw.size() - 2);
+    if (raw.empty()) return false;
+    const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), out);
+    if (ec == std::errc() && end == raw.data() + raw.size()) return true;
+    std::uint64_t u = 0;  // above 2^63: the same 64 bits
+    const auto [uend, uec] = std::from_chars(raw.data(), raw.data() + raw.size(), u);
+    if (uec == std::errc() && uend == raw.data() + raw.size()) {
+      out = static_cast<std::int64_t>(u);
+      return true;
+    }
+    return false;
+  }
+
+  // "[1, 2, 3]" into `out`; false for anything else.
+  static bool triple_of(std::string_view raw, std::int32_t (&out)[3]) {
+    if (raw.size() < 2 || raw.front() != '[' || raw.back() != ']') return false;
+    raw = raw.substr(1, raw.size() - 2);
+    for (int i = 0; i < 3; ++i) {
+      const std::size_t comma = raw.find(',');
+      if ((i < 2) != (comma != std::string_view::npos)) return false;
+      std::string_view item = raw.substr(0, comma);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      std::int64_t n = 0;
+      if (!int_of(item, n)) return false;
+      out[i] = static_cast<std::int32_t>(n);
+      if (comma != std::string_view::npos) raw.remove_prefix(comma + 1);
+    }
+    return true;
+  }
+
+  // Reads the args object: the fields the model holds go to `e` and `d`; every other arg, and
+  // a known one whose value is not what the field holds (AMD's "stream": "0x0"), is kept as
+  // JSON text in d.other_args. Returns whether `d` holds anything.
+  bool read_args(std::string_view raw, Event& e, EventDetail& d, bool gpu_side) {
+    if (raw.empty() || raw == "{}") return false;
+    const simdjson::padded_string copy(raw);
+    od::document doc;
+    check(args_parser_.iterate(copy).get(doc), "\"args\"");
+    od::object o;
+    if (doc.get_object().get(o) != simdjson::SUCCESS) {
+      fail(path_, "expected \"args\" to be an object" + at_event());
+    }
+    bool any = false;
+    std::string other;
+    for (auto f : o) {
+      std::string_view k;
+      check(f.unescaped_key().get(k), "an args key");
+      od::value v;
+      check(f.value().get(v), "an args value");
+      const std::string key(k);  // the value's text below may move the key's storage
+      const std::string_view value_raw = raw_of(v, "an args value");
+      std::int64_t n = 0;
+      const bool is_int = int_of(value_raw, n);
+      bool kept = true;
+      if (key == "External id" && is_int) {
+        if (gpu_side) {
+          d.gpu.external_id = n;
+          any = true;
+        } else {
+          e.handle = static_cast<std::uint64_t>(n);
+        }
+      } else if (key == "Sequence number" && !gpu_side && is_int) {
+        e.sequence_nr = n;
+      } else if (key == "Fwd thread id" && !gpu_side && is_int) {
+        e.forward_thread_id = static_cast<std::uint64_t>(n);
+      } else if (key == "Record function id" && !gpu_side && is_int) {
+        // The same as "External id" when opscope wrote the trace; written again from it.
+      } else if (key == "correlation" && is_int) {
+        d.gpu.correlation = n;
+        any = true;
+      } else if (key == "device" && gpu_side && is_int) {
+        d.gpu.device = static_cast<std::int32_t>(n);
+        any = true;
+      } else if (key == "stream" && gpu_side && is_int) {
+        d.gpu.stream = n;
+        any = true;
+      } else if (key == "grid" && gpu_side && triple_of(value_raw, d.gpu.grid)) {
+        any = true;
+      } else if (key == "block" && gpu_side && triple_of(value_raw, d.gpu.block)) {
+        any = true;
+      } else if (key == "registers per thread" && gpu_side && is_int) {
+        d.gpu.registers_per_thread = static_cast<std::int32_t>(n);
+        any = true;
+      } else if (key == "shared memory" && gpu_side && is_int) {
+        d.gpu.shared_memory = n;
+        any = true;
+      } else if (key == "bytes" && gpu_side && is_int) {
+        d.gpu.bytes = n;
+        any = true;
+      } else {
+        kept = false;
+      }
+      if (kept) continue;
+      other += other.empty() ? "{" : ",";
+      // The key escaped again from its unescaped text.
+      other += '"';
+      for (char c : key) {
+        if (c == '"' || c == '\\') {
+          other += '\\';
+          other += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          other += buf;
+        } else {
+          other += c;
+        }
+      }
+      other += "\":";
+      other += value_raw;
+    }
+    if (!other.empty()) {
+      other += "}";
+      d.other_args = std::move(other);
+      any = true;
+    }
+    return any;
+  }
+
+  void add_complete(std::string_view cat, std::string_view name, std::int64_t pid, const Id& tid,
+                    std::int64_t ts, std::int64_t dur, std::string_view args) {
+    RecordScope scope;
+    const EventKind kind = kind_of(cat, scope);
+    Event e;
+    e.name = keep_name(name);
+    e.kind = kind;
+    e.scope = scope;
+    e.category = category_index(cat, kind, scope);
+    e.start_ns = ts;
+    e.end_ns = ts + dur;
+    e.thread = thread_index(pid, tid);
+    EventDetail d;
+    const bool gpu_side = kind != EventKind::kRange;
+    if (read_args(args, e, d, gpu_side)) {
+      if (is_gpu_kind(kind)) {
+        Thread& t = threads_[static_cast<std::size_t>(e.thread)];
+        t.gpu = true;
+        if (d.gpu.device >= 0) t.device = d.gpu.device;
+        if (d.gpu.stream >= 0) t.stream = d.gpu.stream;
+      }
+      e.detail = builder_.add_detail(std::move(d));
+    } else if (is_gpu_kind(kind)) {
+      threads_[static_cast<std::size_t>(e.thread)].gpu = true;
+    }
+    if (kind == EventKind::kRange) ++cpu_events_by_pid_[pid];
+    builder_.add_event(e);
+  }
+
+  void add_instant(std::string_view cat, std::string_view name, std::int64_t pid, const Id& tid,
+                   std::int64_t ts, std::string_view args) {
+    Event e;
+    e.name = keep_name(name);
+    e.kind = EventKind::kInstant;
+    e.start_ns = e.end_ns = ts;
+    e.thread = thread_index(pid, tid);
+    if (cat != "cpu_instant_event") e.category = builder_.category(cat);
+    EventDetail d;
+    if (read_args(args, e, d, true)) e.detail = builder_.add_detail(std::move(d));
+    builder_.add_event(e);
+  }
+
+  void read_metadata_event(std::string_view what, std::int64_t pid, const Id& tid,
+                           std::string_view args) {
+    if (args.empty()) return;
+    const simdjson::padded_string copy(args);
+    od::document doc;
+    check(args_parser_.iterate(copy).get(doc), "\"args\" of a metadata event");
+    od::object o;
+    if (doc.get_object().get(o) != simdjson::SUCCESS) return;
+    for (auto f : o) {
+      std::string_view k;
+      check(f.unescaped_key().get(k), "an args key");
+      od::value v;
+      check(f.value().get(v), "an args value");
+      if (what == "process_name" && k == "name") {
+        std::string_view s;
+        if (v.get_string().get(s) == simdjson::SUCCESS) processes_[pid].name = std::string(s);
+      } else if (what == "process_labels" && k == "labels") {
+        std::string_view s;
+        if (v.get_string().get(s) == simdjson::SUCCESS) processes_[pid].labels = std::string(s);
+      } else if (what == "process_sort_index" && k == "sort_index") {
+        processes_[pid].sort_index = read_id(v).number;
+      } else if (what == "thread_name" && k == "name") {
+        std::string_view s;
+        if (v.get_string().get(s) == simdjson::SUCCESS) {
+          threads_[static_cast<std::size_t>(thread_index(pid, tid))].name = std::string(s);
+        }
+      } else if (what == "thread_sort_index" && k == "sort_index") {
+        threads_[static_cast<std::size_t>(thread_index(pid, tid))].sort_index = read_id(v).number;
+      }
+    }
+  }
+
+  void add_flow_end(char ph, std::string_view cat, const Id& id, std::int32_t thread,
+                    std::int64_t ts) {
+    const std::int64_t key =
+        id.text.empty() ? id.number : static_cast<std::int64_t>(std::hash<std::string>{}(id.text));
+    PendingFlow& f = flows_[{std::string(cat), key}];
+    f.category = std::string(cat);
+    f.id = key;
+    if (ph == 's') {
+      f.thread = thread;
+      f.ts = ts;
+      f.has_start = true;
+    } else if (ph == 'f' || f.end_thread < 0) {
+      f.end_thread = thread;
+      f.end_ts = ts;
+    }
+  }
+
+  std::shared_ptr<const ProfilerResult> build() {
+    // The recording process: the one with the most CPU ops (its threads get pid -1).
+    std::int64_t own_pid = 0;
+    std::int64_t most = -1;
+    for (const auto& [pid, n] : cpu_events_by_pid_) {
+      if (n > most) {
+        most = n;
+        own_pid = pid;
+      }
+    }
+    builder_.set_pid(own_pid);
+    builder_.set_rank(rank_);
+    if (!device_properties_.empty()) builder_.set_device_properties(device_properties_);
+    for (auto& [pid, p] : processes_) {
+      if (pid == own_pid) continue;
+      builder_.add_process({pid, p.name, p.labels, p.sort_index});
+    }
+    // Threads in the order the builder will use: as first seen, which is fine; indices were
+    // handed out in that order already.
+    for (const Thread& t : threads_) {
+      ThreadInfo info;
+      info.tid = t.tid.text.empty() ? static_cast<std::uint64_t>(t.tid.number)
+                                    : std::hash<std::string>{}(t.tid.text);
+      info.name = !t.name.empty() ? t.name : t.tid.text;
+      info.pid = t.pid == own_pid ? -1 : t.pid;
+      if (t.gpu) {
+        info.device = t.device >= 0 ? t.device : static_cast<std::int32_t>(t.pid);
+        info.stream = t.stream >= 0 ? t.stream : t.tid.number;
+      }
+      builder_.add_thread(std::move(info));
+    }
+    for (auto& [key, f] : flows_) {
+      if (!f.has_start || f.end_thread < 0) continue;
+      builder_.add_flow(f.category, f.id, {f.thread, f.ts}, {f.end_thread, f.end_ts});
+    }
+    std::int64_t first = std::numeric_limits<std::int64_t>::max();
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    builder_.apply_links([&](Event& e) {
+      first = std::min(first, e.start_ns);
+      last = std::max(last, e.end_ns);
+    });
+    if (first > last) first = last = 0;
+    builder_.set_window(first, last);
+    for (auto& [k, v] : metadata_) builder_.add_metadata(std::move(k), std::move(v));
+    return builder_.finish();
+  }
+
+  std::string path_;
+  simdjson::padded_string json_;
+  od::parser args_parser_;
+  ProfilerResult::Builder builder_;
+  const char* last_event_at_ = nullptr;
+  std::map<std::pair<std::int64_t, Id>, std::int32_t> thread_of_;
+  std::vector<Thread> threads_;
+  std::map<std::int64_t, Process> processes_;
+  std::map<std::string, std::int64_t> text_pids_;
+  std::map<std::int64_t, std::int64_t> cpu_events_by_pid_;
+  std::unordered_map<std::string_view, std::string_view> names_;
+  std::map<std::pair<std::string, std::int64_t>, PendingFlow> flows_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  std::int64_t rank_ = -1;
+  std::string device_properties_;
+  std::uint64_t stats_skipped_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
+  Reader reader(path, load(path));
+  return reader.read();
+}
+
+}  // namespace opscope

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Runs Holistic Trace Analysis (the unmodified package in ../shared/peers/hta) on a trace
+directory and writes one report's DataFrame as JSON rows, the oracle `opscope analyze` is
+compared with (tests/unit/analyze_test.cpp).
+
+    hta_report.py HTA_DIR TRACE_DIR REPORT OUT.json
+
+REPORT is an opscope report name. Exit code 3 when HTA's dependencies are missing (pandas,
+plotly, ...: scripts/setup-deps installs them); HTA's own failures propagate.
+"""
+import json
+import logging
+import sys
+
+
+def main():
+    hta_dir, trace_dir, report, out = sys.argv[1:5]
+    sys.path.insert(0, hta_dir)
+    try:
+        import pandas  # noqa: F401
+        import plotly  # noqa: F401
+    except ImportError as e:
+        print(f"HTA needs {e.name}: run scripts/setup-deps", file=sys.stderr)
+        sys.exit(3)
+    logging.disable(logging.WARNING)
+    from hta.trace_analysis import TraceAnalysis
+
+    analysis = TraceAnalysis(trace_dir=trace_dir)
+    if report == "temporal":
+        frames = {"temporal": analysis.get_temporal_breakdown(visualize=False)}
+    else:
+        raise SystemExit(f"no HTA method for report {report}")
+    rows = {name: json.loads(df.to_json(orient="records")) for name, df in frames.items()}
+    with open(out, "w") as f:
+        json.dump(rows, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+// read_trace(): Chrome / Kineto traces into the result model, checked against an independent
+// JSON parser (nlohmann) on the real traces PyTorch wrote (../shared/peers/kineto-traces), and
+// on small traces that carry the quirks of real ones.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "opscope/error.h"
+#include "opscope/export.h"
+#include "support/test_support.h"
+
+namespace opscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string peers(const std::string& rel) { return std::string(OPSCOPE_PEERS_DIR) + "/" + rel; }
+
+std::string gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  EXPECT_NE(f, nullptr) << path;
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  gzclose(f);
+  return out;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("opscope_trace_reader_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const fs::path p = scratch(name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+std::string read_error(const std::string& path) {
+  try {
+    read_trace(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Every complete event of a real trace, counted per category by nlohmann, is in the result
+// with that category; GPU work sits on stream threads of the GPU's process; runtime calls and
+// kernels carry their correlation; the rank is distributedInfo.rank.
+TEST(TraceReader, RealKinetoTraceMatchesAnIndependentParser) {
+  const std::string path = peers("kineto-traces/trace_filter/sampled_rank-1.json.gz");
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (../shared/peers)";
+  const nlohmann::json j = nlohmann::json::parse(gunzip(path));
+  std::map<std::string, std::size_t> expected;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("ph", "") == "X") ++expected[e.value("cat", "")];
+  }
+  const auto r = read_trace(path);
+  std::map<std::string, std::size_t> got;
+  std::size_t kernels_with_correlation = 0;
+  for (const Event& e : r->events()) {
+    if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) continue;
+    ++got[std::string(r->category(e))];
+    if (e.kind == EventKind::kKernel) {
+      const EventDetail* d = r->detail(e);
+      ASSERT_NE(d, nullptr);
+      if (d->gpu.correlation > 0) ++kernels_with_correlation;
+      const ThreadInfo& t = r->threads()[static_cast<std::size_t>(e.thread)];
+      EXPECT_EQ(t.stream, d->gpu.stream) << e.name;
+      EXPECT_EQ(t.device, d->gpu.device) << e.name;
+      EXPECT_GE(t.pid, 0) << "a GPU stream belongs to the device's process";
+    }
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(kernels_with_correlation, expected["kernel"]);
+  EXPECT_EQ(r->rank(), j["distributedInfo"]["rank"].get<std::int64_t>());
+  // Nesting of CPU ops is rebuilt: some op has a parent.
+  bool nested = false;
+  for (const Event& e : r->events()) nested |= e.kind == EventKind::kRange && e.parent >= 0;
+  EXPECT_TRUE(nested);
+}
+
+// Every real trace in ../shared/peers/kineto-traces reads without error (the memory timeline's
+// raw file and the Chakra execution trace are not Chrome traces: they are refused with a
+// message saying what they are), and reading one exported again gives the same events.
+TEST(TraceReader, EverySharedTraceReadsAndRoundTrips) {
+  const std::string root = peers("kineto-traces");
+  if (!fs::exists(root)) GTEST_SKIP() << "no " << root << " (../shared/peers)";
+  int read = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string p = entry.path().string();
+    if (!entry.is_regular_file() || p.find(".json") == std::string::npos) continue;
+    if (p.find("memory_timeline.raw") != std::string::npos) {
+      EXPECT_NE(read_error(p).find("expected a JSON object"), std::string::npos) << read_error(p);
+      continue;
+    }
+    if (p.find("_et.json") != std::string::npos) {
+      EXPECT_NE(read_error(p).find("execution trace"), std::string::npos) << read_error(p);
+      continue;
+    }
+    SCOPED_TRACE(p);
+    const auto r = read_trace(p);
+    ++read;
+    const std::string exported = chrome_trace_json(*r);
+    const std::string again_path = write_file("again.json", exported);
+    const auto again = read_trace(again_path);
+    // The same events on the same (pid, tid), whatever the order of those that tie.
+    using Row = std::tuple<std::int64_t, std::uint64_t, std::int64_t, std::int64_t, std::string,
+                           std::string, int>;
+    const auto rows = [](const ProfilerResult& x) {
+      std::vector<Row> v;
+      for (const Event& e : x.events()) {
+        const ThreadInfo& t = x.threads()[static_cast<std::size_t>(e.thread)];
+        v.emplace_back(x.pid_of(t), t.tid, e.start_ns - x.start_time_ns(), e.end_ns - e.start_ns,
+                       std::string(e.name), std::string(x.category(e)), static_cast<int>(e.kind));
+      }
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    const std::vector<Row> before = rows(*r);
+    const std::vector<Row> after = rows(*again);
+    ASSERT_EQ(before.size(), after.size());
+    for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(before[i], after[i]) << i;
+    EXPECT_EQ(again->rank(), r->rank());
+    EXPECT_EQ(again->device_properties().empty(), r->device_properties().empty());
+  }
+  EXPECT_GE(read, 15);
+}
+
+// Kineto writes microseconds with a nanosecond fraction, more digits than a double holds;
+// ids come as integers or strings; processes may be named with text.
+TEST(TraceReader, KeepsNanosecondsAndTakesIdsAsStringsOrIntegers) {
+  const std::string path = write_file("quirks.json", R"json({
+  "schemaVersion": 1,
+  "distributedInfo": {"rank": "3"},
+  "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": "11", "ts": 1682725898236567.123, "dur": 2.5,
+     "args": {"External id": 7, "Ev Idx": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": 1682725898236568, "dur": 1,
+     "args": {"correlation": 99, "External id": 7}},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": "stream 7", "ts": "1682725898236570.001", "dur": 3,
+     "args": {"device": 0, "stream": 7, "correlation": 99, "grid": [1, 2, 3], "block": [4, 5, 6], "queued": 0}},
+    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1682725898236560, "dur": 20},
+    {"ph": "s", "id": 99, "pid": 10, "tid": 11, "ts": 1682725898236568, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "f", "id": 99, "pid": 0, "tid": "stream 7", "ts": 1682725898236570.001, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "M", "name": "thread_name", "pid": 10, "tid": 11, "args": {"name": "main"}}
+  ]})json");
+  const auto r = read_trace(path);
+  EXPECT_EQ(r->rank(), 3);
+  const Event* mm = nullptr;
+  const Event* kernel = nullptr;
+  const Event* launch = nullptr;
+  const Event* span = nullptr;
+  for (const Event& e : r->events()) {
+    if (e.name == "aten::mm") mm = &e;
+    if (e.name == "gemm") kernel = &e;
+    if (e.name == "cudaLaunchKernel") launch = &e;
+    if (e.name == "PyTorch Profiler (0)") span = &e;
+  }
+  ASSERT_TRUE(mm && kernel && launch && span);
+  EXPECT_EQ(mm->start_ns, 1682725898236567123);
+  EXPECT_EQ(mm->end_ns - mm->start_ns, 2500);
+  EXPECT_EQ(mm->handle, 7u);
+  EXPECT_EQ(kernel->start_ns, 1682725898236570001);
+  EXPECT_EQ(kernel->kind, EventKind::kKernel);
+  EXPECT_EQ(r->detail(*kernel)->gpu.grid[2], 3);
+  EXPECT_EQ(r->detail(*kernel)->gpu.block[0], 4);
+  EXPECT_EQ(r->detail(*kernel)->other_args, R"({"queued":0})");
+  EXPECT_EQ(r->detail(*mm)->other_args, R"({"Ev Idx":1})");
+  EXPECT_EQ(span->kind, EventKind::kOther);
+  EXPECT_EQ(r->category(*span), "Trace");
+  // The runtime call nests in the op that made it only by time; the flow links it to the kernel.
+  ASSERT_EQ(r->flows().size(), 1u);
+  const Flow& f = r->flows()[0];
+  EXPECT_EQ(f.category, "ac2g");
+  ASSERT_GE(f.from, 0);
+  ASSERT_GE(f.to, 0);
+  EXPECT_EQ(&r->events()[static_cast<std::size_t>(f.from)], launch);
+  EXPECT_EQ(&r->events()[static_cast<std::size_t>(f.to)], kernel);
+  const ThreadInfo& main = r->threads()[static_cast<std::size_t>(mm->thread)];
+  EXPECT_EQ(main.name, "main");
+  EXPECT_EQ(main.tid, 11u);
+  EXPECT_EQ(r->pid_of(main), 10);
+  EXPECT_EQ(r->pid(), 10);
+}
+
+// A file that is not a trace is refused with the file, the byte offset and what was expected;
+// so is gzip data that is cut short.
+TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
+  const std::string cut = write_file(
+      "cut.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur)");
+  std::string e = read_error(cut);
+  EXPECT_NE(e.find(cut), std::string::npos) << e;
+  EXPECT_NE(e.find("byte"), std::string::npos) << e;
+
+  const std::string bad_ts = write_file(
+      "bad_ts.json",
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "soon", "dur": 1}]})");
+  e = read_error(bad_ts);
+  EXPECT_NE(e.find("microseconds"), std::string::npos) << e;
+  EXPECT_NE(e.find("soon"), std::string::npos) << e;
+  EXPECT_NE(e.find("byte 17"), std::string::npos) << e;
+
+  EXPECT_NE(read_error(write_file("list.json", "[1, 2]")).find("expected a JSON object"),
+            std::string::npos);
+  EXPECT_NE(read_error(write_file("noevents.json", R"({"schemaVersion": 1})")).find("traceEvents"),
+            std::string::npos);
+  EXPECT_NE(read_error(scratch("missing.json").string()).find("No such file"), std::string::npos);
+
+  // A real .json.gz cut in half.
+  const std::string real = peers("kineto-traces/trace_filter/sampled_rank-0.json.gz");
+  if (fs::exists(real)) {
+    std::ifstream in(real, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string half = write_file("half.json.gz", bytes.substr(0, bytes.size() / 2));
+    e = read_error(half);
+    EXPECT_NE(e.find("gzip"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
+}  // namespace opscope

@@ -1,0 +1,241 @@
+// `opscope analyze`: Holistic-Trace-Analysis-class reports on trace files (read_trace(), the
+// reports of opscope/trace_analysis.h), printed as text, JSON or CSV.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "cli.h"
+#include "cli_args.h"
+#include "opscope/export.h"
+#include "opscope/key_averages.h"
+#include "opscope/trace_analysis.h"
+
+namespace opscope::cli {
+namespace {
+
+constexpr const char* kReports[] = {"temporal", "ops"};
+
+std::string analyze_help() {
+  return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv]
+                       [--output FILE]
+
+Reads traces written by PyTorch's profiler (Kineto) or by opscope (.json or .json.gz) and
+prints reports with the meaning and the column names of Holistic Trace Analysis.
+
+  PATH               a trace file, or a directory: every .json and .json.gz file in it is a
+                     rank of one job. The rank is the trace's distributedInfo.rank; a trace
+                     without one takes its position among the files (the output says so)
+  --report NAMES     comma-separated, in the order to print (default: temporal):
+                       temporal  per rank: idle, compute and non-compute GPU time over the
+                                 span from the first GPU activity to the end of the last
+                                 (HTA get_temporal_breakdown)
+                       ops       the CPU operator table of key_averages().table(), per rank
+  --format F         text (default: aligned tables), json (one object: report name -> list of
+                     rows keyed by HTA's column names), csv
+  --output FILE      write there instead of standard output (replaced whole, or left alone
+                     when the command fails)
+  --help             this text
+
+Exit codes: 0 success, 1 a trace could not be read, 2 usage error.
+)";
+}
+
+struct AnalyzeArgs {
+  std::vector<std::string> paths;
+  std::vector<std::string> reports;
+  ReportFormat format = ReportFormat::kText;
+  std::string output;
+};
+
+AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
+  AnalyzeArgs a;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      a.paths.push_back(arg);
+      continue;
+    }
+    std::string value;
+    const auto eq = arg.find('=');
+    const bool has_inline = eq != std::string::npos;
+    if (has_inline) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+    }
+    const auto take = [&]() {
+      if (has_inline) return value;
+      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--report") {
+      std::string list = take();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const std::string name = list.substr(at, comma - at);
+        if (std::find_if(std::begin(kReports), std::end(kReports),
+                         [&](const char* r) { return name == r; }) == std::end(kReports)) {
+          std::string allowed;
+          for (const char* r : kReports) allowed += std::string(allowed.empty() ? "" : ", ") + r;
+          throw UsageError("--report expects names from: " + allowed + "; got '" + name + "'");
+        }
+        a.reports.push_back(name);
+        at = comma + 1;
+      }
+    } else if (arg == "--format") {
+      const std::string f = take();
+      if (f == "text") {
+        a.format = ReportFormat::kText;
+      } else if (f == "json") {
+        a.format = ReportFormat::kJson;
+      } else if (f == "csv") {
+        a.format = ReportFormat::kCsv;
+      } else {
+        throw UsageError("--format expects text, json or csv, got '" + f + "'");
+      }
+    } else if (arg == "--output") {
+      a.output = take();
+      if (a.output.empty()) throw UsageError("--output expects a file name");
+    } else {
+      throw UsageError("unknown flag " + arg +
+                       " for `opscope analyze`; allowed: --report, --format, --output, --help");
+    }
+  }
+  if (a.paths.empty()) throw UsageError("no trace given: name a trace file or a directory");
+  if (a.reports.empty()) a.reports.push_back("temporal");
+  return a;
+}
+
+bool is_trace_name(const std::filesystem::path& p) {
+  const std::string n = p.filename().string();
+  const auto ends = [&](std::string_view s) {
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".json") || ends(".json.gz");
+}
+
+// The trace files PATHs name: files as given, directories' traces in name order.
+std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      std::vector<std::string> in_dir;
+      for (const auto& entry : std::filesystem::directory_iterator(p, ec)) {
+        if (entry.is_regular_file() && is_trace_name(entry.path())) {
+          in_dir.push_back(entry.path().string());
+        }
+      }
+      if (ec) throw Error("cannot list " + p + ": " + ec.message());
+      if (in_dir.empty()) throw Error("no .json or .json.gz trace in directory " + p);
+      std::sort(in_dir.begin(), in_dir.end());
+      files.insert(files.end(), in_dir.begin(), in_dir.end());
+    } else if (std::filesystem::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      throw Error("no such trace file or directory: " + p);
+    }
+  }
+  return files;
+}
+
+// key_averages().table() per rank as a report of one text column for JSON and CSV.
+Report ops_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+  Report r;
+  r.name = "ops";
+  r.columns = {"rank",          "Name",           "Self CPU %",
+               "Self CPU (us)", "CPU total (us)", "CPU time avg (us)",
+               "# of Calls"};
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::int64_t rank = rank_of(*ranks[i], static_cast<std::int64_t>(i));
+    const KeyAverages avg = key_averages(*ranks[i]);
+    for (const FunctionEventAvg& row : avg.rows()) {
+      r.rows.push_back({rank, row.key, row.self_cpu_percent_total,
+                        static_cast<double>(row.self_cpu_time_total_ns) / 1000.0,
+                        static_cast<double>(row.cpu_time_total_ns) / 1000.0,
+                        row.count > 0 ? static_cast<double>(row.cpu_time_total_ns) / 1000.0 /
+                                            static_cast<double>(row.count)
+                                      : 0.0,
+                        row.count});
+    }
+  }
+  return r;
+}
+
+int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const AnalyzeArgs a = parse_analyze(args);
+  std::vector<std::shared_ptr<const ProfilerResult>> ranks;
+  std::string text;
+  try {
+    const std::vector<std::string> files = trace_files(a.paths);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      ranks.push_back(read_trace(files[i]));
+      if (ranks.back()->rank() < 0) {
+        err << "opscope analyze: " << files[i] << " has no distributedInfo.rank; using rank " << i
+            << " (its position)\n";
+      }
+    }
+    std::vector<Report> reports;
+    for (const std::string& name : a.reports) {
+      if (name == "temporal") reports.push_back(temporal_breakdown(ranks));
+      if (name == "ops") reports.push_back(ops_report(ranks));
+    }
+    if (a.format == ReportFormat::kText &&
+        std::find(a.reports.begin(), a.reports.end(), "ops") != a.reports.end()) {
+      // The operator table reads best as key_averages().table() prints it.
+      for (const Report& r : reports) {
+        if (r.name != "ops") {
+          text += format_reports({&r, 1}, ReportFormat::kText) + "\n";
+          continue;
+        }
+        for (std::size_t i = 0; i < ranks.size(); ++i) {
+          text += "ops, rank " + std::to_string(rank_of(*ranks[i], static_cast<std::int64_t>(i))) +
+                  "\n" + key_averages(*ranks[i]).table() + "\n";
+        }
+      }
+    } else {
+      text = format_reports(reports, a.format);
+    }
+  } catch (const Error& e) {
+    err << "opscope analyze: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  if (a.output.empty()) {
+    out << text;
+    return kExitOk;
+  }
+  // Written beside the destination and renamed: a reader never sees half a report.
+  const std::string tmp = a.output + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      err << "opscope analyze: cannot write " << a.output << "\n";
+      return kExitFailure;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, a.output, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    err << "opscope analyze: cannot write " << a.output << ": " << ec.message() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const Subcommand& analyze_subcommand() {
+  static const Subcommand s{"analyze", "report on traces as Holistic Trace Analysis does",
+                            analyze_help, nullptr, run_analyze};
+  return s;
+}
+
+}  // namespace opscope::cli
