@@ -17,7 +17,7 @@
 namespace opscope::cli {
 namespace {
 
-constexpr const char* kReports[] = {"temporal", "ops"};
+constexpr const char* kReports[] = {"temporal", "idle", "overlap", "ops"};
 
 std::string analyze_help() {
   return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv]
@@ -33,6 +33,12 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                        temporal  per rank: idle, compute and non-compute GPU time over the
                                  span from the first GPU activity to the end of the last
                                  (HTA get_temporal_breakdown)
+                       idle      per rank and stream: the gaps between GPU work by cause,
+                                 host_wait (the launch came after the previous kernel
+                                 ended), kernel_wait (back to back, under 30 us), other
+                                 (HTA get_idle_time_breakdown, for every rank)
+                       overlap   per rank: the share of communication-kernel time that
+                                 computation overlapped (HTA get_comm_comp_overlap)
                        ops       the CPU operator table of key_averages().table(), per rank
   --format F         text (default: aligned tables), json (one object: report name -> list of
                      rows keyed by HTA's column names), csv
@@ -181,6 +187,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     std::vector<Report> reports;
     for (const std::string& name : a.reports) {
       if (name == "temporal") reports.push_back(temporal_breakdown(ranks));
+      if (name == "idle") reports.push_back(idle_time_breakdown(ranks));
+      if (name == "overlap") reports.push_back(comm_comp_overlap(ranks));
       if (name == "ops") reports.push_back(ops_report(ranks));
     }
     if (a.format == ReportFormat::kText &&

@@ -24,6 +24,7 @@
 
 namespace opscope {
 
+// A report's value; a double may be NaN where HTA's would be (no value: null in JSON).
 using ReportCell = std::variant<std::int64_t, double, std::string>;
 
 // One table: `columns` names each cell of every row.
@@ -45,6 +46,18 @@ std::string_view kernel_type(std::string_view name);
 // the last (kernel_time), the part of it no stream was busy (idle_time), the part computation
 // kernels ran (compute_time), and the rest (non_compute_time), with their percentages.
 Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+
+// HTA's get_comm_comp_overlap: per rank, the share of communication-kernel time (their union)
+// during which computation kernels ran too, in percent (NaN without communication).
+Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+
+// HTA's get_idle_time_breakdown, for every rank: per stream, the gaps before each kernel,
+// copy or set, by cause: host_wait (the launching runtime call began after the previous
+// kernel ended: the CPU was late), kernel_wait (a gap shorter than
+// `consecutive_kernel_delay_us` between back-to-back kernels), other; each with its share
+// of the stream's idle time.
+Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                           double consecutive_kernel_delay_us = 30);
 
 enum class ReportFormat { kText, kJson, kCsv };
 // format_reports() (opscope/export.h) writes reports in each format.

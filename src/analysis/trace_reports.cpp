@@ -212,4 +212,166 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
   return report;
 }
 
+namespace {
+
+// The union of `v` as disjoint intervals in time order (HTA's merge_kernel_intervals).
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& x : v) {
+    if (!out.empty() && x.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, x.end);
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+// The length of the intersection of two sets of disjoint intervals in time order.
+std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::int64_t lo = std::max(a[i].start, b[j].start);
+    const std::int64_t hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) total += hi - lo;
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return total;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const Interval& x : v) total += x.end - x.start;
+  return total;
+}
+
+template <typename Row>
+void sort_by_rank(std::vector<std::pair<std::int64_t, Row>>& rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+}  // namespace
+
+Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+  Report report;
+  report.name = "overlap";
+  report.columns = {"rank", "comp_comm_overlap_pctg"};
+  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
+  const bool drop_last = drop_last_step(ranks);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const ProfilerResult& r = *ranks[i];
+    std::vector<Interval> comm, comp;
+    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+      const Event& e = r.events()[static_cast<std::size_t>(index)];
+      const std::string_view type = kernel_type(e.name);
+      if (type == "COMMUNICATION") comm.push_back({e.start_ns, e.end_ns});
+      if (type == "COMPUTATION") comp.push_back({e.start_ns, e.end_ns});
+    }
+    const std::vector<Interval> comm_union = merged(std::move(comm));
+    const std::int64_t comm_time = length(comm_union);
+    const double pctg =
+        comm_time > 0
+            ? round2(100.0 *
+                     static_cast<double>(overlap_length(comm_union, merged(std::move(comp)))) /
+                     static_cast<double>(comm_time))
+            : std::numeric_limits<double>::quiet_NaN();
+    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    rows.push_back({rank, {rank, pctg}});
+  }
+  sort_by_rank(rows);
+  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
+  return report;
+}
+
+Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                           double consecutive_kernel_delay_us) {
+  Report report;
+  report.name = "idle";
+  report.columns = {"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"};
+  const auto delay_ns = static_cast<std::int64_t>(consecutive_kernel_delay_us * 1000.0);
+  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
+  const bool drop_last = drop_last_step(ranks);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const ProfilerResult& r = *ranks[i];
+    const std::vector<Event>& events = r.events();
+    // The start of each launching runtime call, by correlation id (CPU side: no stream).
+    std::vector<std::pair<std::int64_t, std::int64_t>> launch_start;
+    for (const Event& e : events) {
+      if (stream_of(r, e) >= 0) continue;
+      const EventDetail* d = r.detail(e);
+      if (d != nullptr && d->gpu.correlation > 0)
+        launch_start.emplace_back(d->gpu.correlation, e.start_ns);
+    }
+    std::sort(launch_start.begin(), launch_start.end());
+    struct Work {
+      std::int64_t stream, start, end, launched;  // launched: -1 when the launch is unknown
+    };
+    std::vector<Work> work;
+    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+      const Event& e = events[static_cast<std::size_t>(index)];
+      // Kernels, copies and sets only: HTA leaves GPU-side waits (cuda_sync) out here.
+      if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy &&
+          e.kind != EventKind::kMemset) {
+        continue;
+      }
+      const EventDetail* d = r.detail(e);
+      std::int64_t launched = -1;
+      if (d != nullptr && d->gpu.correlation > 0) {
+        const auto it = std::lower_bound(
+            launch_start.begin(), launch_start.end(),
+            std::make_pair(d->gpu.correlation, std::numeric_limits<std::int64_t>::min()));
+        if (it != launch_start.end() && it->first == d->gpu.correlation) launched = it->second;
+      }
+      work.push_back({stream_of(r, e), e.start_ns, e.end_ns, launched});
+    }
+    std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
+      return a.stream != b.stream ? a.stream < b.stream : a.start < b.start;
+    });
+    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    for (std::size_t s = 0; s < work.size();) {
+      std::size_t t = s;
+      std::int64_t idle[3] = {0, 0, 0};
+      bool seen[3] = {false, false, false};
+      for (; t < work.size() && work[t].stream == work[s].stream; ++t) {
+        if (t == s) {
+          seen[2] = true;  // the first has no gap: an "other" of 0, as in HTA
+          continue;
+        }
+        const std::int64_t prev_end = work[t - 1].end;  // the previous one's, not a running max
+        const std::int64_t gap = work[t].start - prev_end;
+        int category = 2;
+        if (work[t].launched >= 0 && work[t].launched > prev_end) {
+          category = 0;  // host_wait
+        } else if (gap < delay_ns) {
+          category = 1;  // kernel_wait
+        }
+        idle[category] += gap;
+        seen[category] = true;
+      }
+      const std::int64_t total = idle[0] + idle[1] + idle[2];
+      static constexpr const char* kNames[] = {"host_wait", "kernel_wait", "other"};
+      for (int c = 0; c < 3; ++c) {
+        if (!seen[c]) continue;
+        const double ratio = total != 0
+                                 ? round2(static_cast<double>(idle[c]) / static_cast<double>(total))
+                                 : std::numeric_limits<double>::quiet_NaN();
+        rows.push_back(
+            {rank, {rank, work[s].stream, std::string(kNames[c]), round2(us(idle[c])), ratio}});
+      }
+      s = t;
+    }
+  }
+  sort_by_rank(rows);
+  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
+  return report;
+}
+
 }  // namespace opscope

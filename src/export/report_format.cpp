@@ -1,5 +1,6 @@
 // format_reports(): the text, JSON and CSV forms of analysis reports (opscope/trace_analysis.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@ namespace {
 std::string cell_text(const ReportCell& c) {
   if (const auto* i = std::get_if<std::int64_t>(&c)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&c)) {
+    if (!std::isfinite(*d)) return "NaN";
     char buf[64];
     // Up to 3 decimals (ns resolution of microseconds), without trailing zeros.
     std::snprintf(buf, sizeof buf, "%.3f", *d);

@@ -26,8 +26,14 @@ def main():
     from hta.trace_analysis import TraceAnalysis
 
     analysis = TraceAnalysis(trace_dir=trace_dir)
+    ranks = sorted(analysis.t.traces.keys())
     if report == "temporal":
         frames = {"temporal": analysis.get_temporal_breakdown(visualize=False)}
+    elif report == "overlap":
+        frames = {"overlap": analysis.get_comm_comp_overlap(visualize=False)}
+    elif report == "idle":
+        # Every rank (HTA's default is rank 0 only); visualize=False keeps streams as numbers.
+        frames = {"idle": analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]}
     else:
         raise SystemExit(f"no HTA method for report {report}")
     rows = {name: json.loads(df.to_json(orient="records")) for name, df in frames.items()}
