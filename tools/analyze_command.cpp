@@ -17,7 +17,7 @@
 namespace opscope::cli {
 namespace {
 
-constexpr const char* kReports[] = {"temporal", "idle", "overlap", "ops"};
+constexpr const char* kReports[] = {"temporal", "idle", "kernels", "overlap", "ops"};
 
 std::string analyze_help() {
   return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv]
@@ -37,6 +37,9 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                                  host_wait (the launch came after the previous kernel
                                  ended), kernel_wait (back to back, under 30 us), other
                                  (HTA get_idle_time_breakdown, for every rank)
+                       kernels   GPU time by kernel type over all ranks (kernel_type), and
+                                 per rank and type the top kernels with their statistics,
+                                 the rest as "others" (kernels) (HTA get_gpu_kernel_breakdown)
                        overlap   per rank: the share of communication-kernel time that
                                  computation overlapped (HTA get_comm_comp_overlap)
                        ops       the CPU operator table of key_averages().table(), per rank
@@ -189,6 +192,9 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       if (name == "temporal") reports.push_back(temporal_breakdown(ranks));
       if (name == "idle") reports.push_back(idle_time_breakdown(ranks));
       if (name == "overlap") reports.push_back(comm_comp_overlap(ranks));
+      if (name == "kernels") {
+        for (Report& k : gpu_kernel_breakdown(ranks)) reports.push_back(std::move(k));
+      }
       if (name == "ops") reports.push_back(ops_report(ranks));
     }
     if (a.format == ReportFormat::kText &&

@@ -51,6 +51,18 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
 // during which computation kernels ran too, in percent (NaN without communication).
 Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
 
+// HTA's get_gpu_kernel_breakdown, two tables. "kernel_type": GPU time by kernel type over all
+// ranks, the union of each type's kernels cut where types overlap ("COMPUTATION overlapping
+// COMMUNICATION"), in whole microseconds per piece as HTA counts them, with each piece's
+// share in percent (one decimal). "kernels": per rank and type (COMPUTATION, COMMUNICATION,
+// MEMORY), each kernel's total, max, min, mean and standard deviation of its durations;
+// past `num_kernels` kernels of a type, those beyond the top `num_kernels` or beyond
+// `duration_ratio` of the type's cumulative time are summed as "others", whose statistics
+// are over the totals of the kernels it holds (HTA's definition).
+std::vector<Report> gpu_kernel_breakdown(
+    std::span<const std::shared_ptr<const ProfilerResult>> ranks, double duration_ratio = 0.8,
+    std::size_t num_kernels = 10);
+
 // HTA's get_idle_time_breakdown, for every rank: per stream, the gaps before each kernel,
 // copy or set, by cause: host_wait (the launching runtime call began after the previous
 // kernel ended: the CPU was late), kernel_wait (a gap shorter than

@@ -29,6 +29,9 @@ def main():
     ranks = sorted(analysis.t.traces.keys())
     if report == "temporal":
         frames = {"temporal": analysis.get_temporal_breakdown(visualize=False)}
+    elif report == "kernels":
+        types, kernels = analysis.get_gpu_kernel_breakdown(visualize=False)
+        frames = {"kernel_type": types, "kernels": kernels}
     elif report == "overlap":
         frames = {"overlap": analysis.get_comm_comp_overlap(visualize=False)}
     elif report == "idle":

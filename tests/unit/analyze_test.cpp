@@ -70,7 +70,7 @@ nlohmann::json ours(const std::string& dir, const std::string& report) {
 nlohmann::json in_key_order(nlohmann::json rows) {
   const auto key = [](const nlohmann::json& row) {
     std::string k;
-    for (const char* column : {"rank", "stream", "idle_category"}) {
+    for (const char* column : {"rank", "stream", "idle_category", "kernel_type", "name"}) {
       if (row.contains(column)) k += row[column].dump() + "/";
     }
     return k;
@@ -136,6 +136,55 @@ TEST(AnalyzeAgainstHta, IdleTimeBreakdownOnRealTraces) { expect_report_matches_h
 
 // The AMD trace has no communication kernels: both answer NaN (null), not 0.
 TEST(AnalyzeAgainstHta, CommCompOverlapOnRealTraces) { expect_report_matches_hta("overlap"); }
+
+// Kernel time by type (and by overlapping types), and the top kernels per rank and type.
+// Where HTA aggregates a type's tail into "others" it also overwrites every kept kernel's
+// max, min and mean with its total and its stddev with 0 (it regroups the per-kernel totals);
+// opscope keeps their real statistics, so for those rows only the total is compared, and the
+// rest is checked for consistency.
+TEST(AnalyzeAgainstHta, GpuKernelBreakdownOnRealTraces) {
+  int hta_overwrote = 0;
+  for (const std::string d :
+       {"trace_filter", "nccl_parser_config", "amd_trace", "critical_path/alexnet"}) {
+    const std::string dir = kPeers + "/kineto-traces/" + d;
+    if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir << " (../shared/peers)";
+    std::string why;
+    const nlohmann::json want = hta(dir, "kernels", why);
+    if (!why.empty()) GTEST_SKIP() << why;
+    const nlohmann::json got = ours(dir, "kernels");
+    // HTA labels pieces of no length where a type ends as another starts; they add nothing.
+    const auto nonzero = [](const nlohmann::json& rows) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& row : rows) {
+        if (row["sum"].get<double>() > 0) out.push_back(row);
+      }
+      return out;
+    };
+    expect_rows_match(nonzero(want["kernel_type"]), nonzero(got["kernel_type"]), d);
+    nlohmann::json want_kernels = want["kernels"];
+    const nlohmann::json got_kernels = in_key_order(got["kernels"]);
+    want_kernels = in_key_order(want_kernels);
+    ASSERT_EQ(got_kernels.size(), want_kernels.size()) << d;
+    for (std::size_t i = 0; i < want_kernels.size(); ++i) {
+      nlohmann::json& w = want_kernels[i];
+      const nlohmann::json& g = got_kernels[i];
+      const double sum = w["sum (us)"].get<double>();
+      const bool overwritten = w["name"] != "others" && w["max (us)"].get<double>() == sum &&
+                               w["min (us)"].get<double>() == sum &&
+                               g["max (us)"].get<double>() < sum;
+      if (overwritten) {
+        ++hta_overwrote;
+        EXPECT_LE(g["min (us)"].get<double>(), g["mean (us)"].get<double>());
+        EXPECT_LE(g["mean (us)"].get<double>(), g["max (us)"].get<double>());
+        for (const char* column : {"max (us)", "min (us)", "mean (us)", "stddev"}) {
+          w[column] = g[column];  // compared above instead
+        }
+      }
+    }
+    expect_rows_match(want_kernels, got_kernels, d + " kernels");
+  }
+  EXPECT_GT(hta_overwrote, 0) << "HTA now keeps the statistics of kept kernels: compare them";
+}
 
 // Where opscope differs from HTA on purpose: triton's CPU ops carry "stream": 0 in their
 // args, and HTA takes every event with a stream for GPU work, so its kernel time there is the
@@ -206,7 +255,7 @@ TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   std::tie(code, text) = shell(kCli + " analyze x.json --report temporal,nope");
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("'nope'"), std::string::npos) << text;
-  EXPECT_NE(text.find("temporal, idle, overlap, ops"), std::string::npos) << text;
+  EXPECT_NE(text.find("temporal, idle, kernels, overlap, ops"), std::string::npos) << text;
   std::tie(code, text) = shell(kCli + " analyze x.json --format xml");
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("text, json or csv, got 'xml'"), std::string::npos) << text;
