@@ -243,7 +243,7 @@ class Reader {
   // The JSON text of a value, whatever its type (simdjson 3.0 has raw_json() for objects and
   // arrays only; a scalar's token text runs to the next token, so it is trimmed).
   std::string_view raw_of(od::value v, const char* what) {
-    od::json_type type;
+    od::json_type type = od::json_type::null;
     check(v.type().get(type), what);
     std::string_view raw;
     if (type == od::json_type::object) {
@@ -280,7 +280,7 @@ class Reader {
   // A JSON number or a string of digits as an integer id; anything else keeps its text.
   Id read_id(od::value v) {
     Id id;
-    od::json_type type;
+    od::json_type type = od::json_type::null;
     check(v.type().get(type), "an id");
     if (type == od::json_type::number) {
       std::int64_t n = 0;
@@ -371,14 +371,11 @@ class Reader {
   void read_event(od::object& e) {
     std::string_view ph, cat, name;
     std::int64_t pid = 0, ts = 0, dur = 0;
-    bool has_ts = false, has_dur = false, has_pid = false;
+    bool has_ts = false, has_dur = false;
     Id tid;
     Id id;
     bool has_id = false;
-    bool binding_enclosing = false;
     std::string_view args_raw;
-    std::string_view s_scope;
-    std::string other_fields;  // top-level fields the model has no place for
 
     for (auto field : e) {
       std::string_view key;
@@ -390,7 +387,7 @@ class Reader {
       } else if (key == "cat") {
         check(v.get_string().get(cat), "\"cat\" as a string");
       } else if (key == "name") {
-        od::json_type type;
+        od::json_type type = od::json_type::null;
         check(v.type().get(type), "a name");
         if (type == od::json_type::string) {
           check(v.get_string().get(name), "\"name\" as a string");
@@ -400,7 +397,6 @@ class Reader {
       } else if (key == "pid") {
         const Id p = read_id(v);
         pid = p.text.empty() ? p.number : text_pid(p.text);
-        has_pid = true;
       } else if (key == "tid") {
         tid = read_id(v);
       } else if (key == "ts") {
@@ -412,22 +408,16 @@ class Reader {
       } else if (key == "id") {
         id = read_id(v);
         has_id = true;
-      } else if (key == "bp") {
-        std::string_view bp;
-        if (v.get_string().get(bp) == simdjson::SUCCESS) binding_enclosing = bp == "e";
       } else if (key == "args") {
         args_raw = raw_of(v, "\"args\"");
-      } else if (key == "s") {
-        if (v.get_string().get(s_scope) != simdjson::SUCCESS) s_scope = {};
       } else {
-        raw_of(v, "a value");  // "id2", "tts", ...: not kept
+        // "bp" (flows bind to the enclosing slice, which is how Kineto writes them), "s",
+        // "id2", "tts", ...: not kept.
+        raw_of(v, "a value");
       }
     }
-    (void)binding_enclosing;
-    (void)has_pid;
-    (void)other_fields;
     if (ph.empty()) {
-      ++stats_skipped_;
+      ++skipped_;
       return;
     }
     switch (ph[0]) {
@@ -451,8 +441,9 @@ class Reader {
         add_flow_end(ph[0], cat, id, thread_index(pid, tid), ts);
         return;
       default:
-        // Counters ("C"), async pairs ("b"/"e"), objects: not in the model yet; counted.
-        ++stats_skipped_;
+        // Counters ("C"), async pairs ("b"/"e"), objects: not in the model yet; counted and
+        // reported.
+        ++skipped_;
         return;
     }
   }
@@ -777,6 +768,11 @@ class Reader {
     if (first > last) first = last = 0;
     builder_.set_window(first, last);
     for (auto& [k, v] : metadata_) builder_.add_metadata(std::move(k), std::move(v));
+    if (skipped_ > 0) {
+      warn("read_trace " + path_ + ": left out " + std::to_string(skipped_) +
+           " events of a phase opscope does not hold yet (counters \"C\", async \"b\"/\"e\", "
+           "or no \"ph\")");
+    }
     return builder_.finish();
   }
 
@@ -795,7 +791,7 @@ class Reader {
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;
   std::string device_properties_;
-  std::uint64_t stats_skipped_ = 0;
+  std::uint64_t skipped_ = 0;  // events of a phase the model does not hold
 };
 
 }  // namespace
