@@ -2,7 +2,7 @@
 // reports of opscope/trace_analysis.h), printed as text, JSON or CSV.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <system_error>
@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "export/sink.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
 #include "opscope/trace_analysis.h"
@@ -151,29 +152,6 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-// key_averages().table() per rank as a report of one text column for JSON and CSV.
-Report ops_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
-  Report r;
-  r.name = "ops";
-  r.columns = {"rank",          "Name",           "Self CPU %",
-               "Self CPU (us)", "CPU total (us)", "CPU time avg (us)",
-               "# of Calls"};
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_of(*ranks[i], static_cast<std::int64_t>(i));
-    const KeyAverages avg = key_averages(*ranks[i]);
-    for (const FunctionEventAvg& row : avg.rows()) {
-      r.rows.push_back({rank, row.key, row.self_cpu_percent_total,
-                        static_cast<double>(row.self_cpu_time_total_ns) / 1000.0,
-                        static_cast<double>(row.cpu_time_total_ns) / 1000.0,
-                        row.count > 0 ? static_cast<double>(row.cpu_time_total_ns) / 1000.0 /
-                                            static_cast<double>(row.count)
-                                      : 0.0,
-                        row.count});
-    }
-  }
-  return r;
-}
-
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const AnalyzeArgs a = parse_analyze(args);
   std::vector<std::shared_ptr<const ProfilerResult>> ranks;
@@ -195,7 +173,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       if (name == "kernels") {
         for (Report& k : gpu_kernel_breakdown(ranks)) reports.push_back(std::move(k));
       }
-      if (name == "ops") reports.push_back(ops_report(ranks));
+      if (name == "ops") reports.push_back(operator_report(ranks));
     }
     if (a.format == ReportFormat::kText &&
         std::find(a.reports.begin(), a.reports.end(), "ops") != a.reports.end()) {
@@ -221,24 +199,15 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     out << text;
     return kExitOk;
   }
-  // Written beside the destination and renamed: a reader never sees half a report.
-  const std::string tmp = a.output + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      err << "opscope analyze: cannot write " << a.output << "\n";
-      return kExitFailure;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, a.output, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    err << "opscope analyze: cannot write " << a.output << ": " << ec.message() << "\n";
+  try {
+    // A temporary name renamed when complete (gzip for a name ending in .gz), as every file
+    // opscope writes: a reader never sees half a report, a failure leaves nothing.
+    const std::unique_ptr<internal::Sink> sink =
+        internal::open_file_sink(a.output, {.what = "report"});
+    sink->write(text);
+    sink->commit();
+  } catch (const Error& e) {
+    err << "opscope analyze: " << e.what() << "\n";
     return kExitFailure;
   }
   return kExitOk;

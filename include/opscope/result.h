@@ -48,6 +48,10 @@ enum class EventKind : std::uint8_t {
   kOther = 10,
 };
 
+// The trace category an event of this kind and scope has unless Event::category names
+// another: "cpu_op", "user_annotation", "kernel", "gpu_memcpy", ...; "" for kOther.
+std::string_view implied_category(EventKind kind, RecordScope scope);
+
 // True for the kinds that run on a GPU (on a stream's thread).
 inline bool is_gpu_kind(EventKind k) {
   return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset ||
@@ -162,7 +166,7 @@ struct Event {
 // How much the window recorded and what it could not.
 struct SessionStats {
   std::uint64_t events_recorded = 0;
-  std::uint64_t events_dropped = 0;      // lost to the buffer limit
+  std::uint64_t events_dropped = 0;  // lost to the buffer limit
   // Ranges begun in the window that had not ended when it stopped: still open, ended after
   // stop(), or ended in a later window. They appear in no window's events.
   std::uint64_t ranges_open_at_stop = 0;

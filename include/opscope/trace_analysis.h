@@ -71,6 +71,10 @@ std::vector<Report> gpu_kernel_breakdown(
 Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                            double consecutive_kernel_delay_us = 30);
 
+// The CPU operator table of key_averages() for every rank: one row per operator and rank
+// with torch's column names (times in microseconds).
+Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+
 enum class ReportFormat { kText, kJson, kCsv };
 // format_reports() (opscope/export.h) writes reports in each format.
 

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "opscope/key_averages.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
@@ -129,21 +130,49 @@ struct Interval {
   std::int64_t end;
 };
 
-// The total length of the union of `v` (HTA's merge_kernel_intervals, then end - ts summed).
-// Sorts `v`.
-std::int64_t union_length(std::vector<Interval>& v) {
+// The union of `v` as disjoint intervals in time order (HTA's merge_kernel_intervals).
+std::vector<Interval> merged(std::vector<Interval> v) {
   std::sort(v.begin(), v.end(),
             [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& x : v) {
+    if (!out.empty() && x.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, x.end);
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+// The length of the intersection of two sets of disjoint intervals in time order.
+std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   std::int64_t total = 0;
-  std::size_t i = 0;
-  while (i < v.size()) {
-    std::int64_t start = v[i].start;
-    std::int64_t end = v[i].end;
-    // HTA starts a new group when ts > the running maximum of the previous ends.
-    for (++i; i < v.size() && v[i].start <= end; ++i) end = std::max(end, v[i].end);
-    total += end - start;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::int64_t lo = std::max(a[i].start, b[j].start);
+    const std::int64_t hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) total += hi - lo;
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
   }
   return total;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const Interval& x : v) total += x.end - x.start;
+  return total;
+}
+
+// Rows (keyed by rank) in rank order, ranks given in any order.
+template <typename Row>
+void sort_by_rank(std::vector<std::pair<std::int64_t, Row>>& rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
 double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -185,16 +214,10 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
       all.push_back({e.start_ns, e.end_ns});
       if (kernel_type(e.name) == "COMPUTATION") compute.push_back({e.start_ns, e.end_ns});
     }
-    std::int64_t kernel_time = 0;
-    std::int64_t idle = 0;
-    if (!all.empty()) {
-      const std::int64_t busy = union_length(all);
-      std::int64_t last_end = all.front().end;
-      for (const Interval& v : all) last_end = std::max(last_end, v.end);
-      kernel_time = last_end - all.front().start;
-      idle = kernel_time - busy;
-    }
-    const std::int64_t compute_time = union_length(compute);
+    const std::vector<Interval> busy = merged(std::move(all));
+    const std::int64_t kernel_time = busy.empty() ? 0 : busy.back().end - busy.front().start;
+    const std::int64_t idle = kernel_time - length(busy);
+    const std::int64_t compute_time = length(merged(std::move(compute)));
     const std::int64_t non_compute = kernel_time - compute_time - idle;
     const auto pct = [&](std::int64_t part) {
       return kernel_time > 0
@@ -206,59 +229,10 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
                     {rank, us(idle), us(compute_time), us(non_compute), us(kernel_time), pct(idle),
                      pct(compute_time), pct(non_compute)}});
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  sort_by_rank(rows);
   for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
   return report;
 }
-
-namespace {
-
-// The union of `v` as disjoint intervals in time order (HTA's merge_kernel_intervals).
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> out;
-  for (const Interval& x : v) {
-    if (!out.empty() && x.start <= out.back().end) {
-      out.back().end = std::max(out.back().end, x.end);
-    } else {
-      out.push_back(x);
-    }
-  }
-  return out;
-}
-
-// The length of the intersection of two sets of disjoint intervals in time order.
-std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::int64_t total = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const std::int64_t lo = std::max(a[i].start, b[j].start);
-    const std::int64_t hi = std::min(a[i].end, b[j].end);
-    if (hi > lo) total += hi - lo;
-    if (a[i].end < b[j].end) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  return total;
-}
-
-std::int64_t length(const std::vector<Interval>& v) {
-  std::int64_t total = 0;
-  for (const Interval& x : v) total += x.end - x.start;
-  return total;
-}
-
-template <typename Row>
-void sort_by_rank(std::vector<std::pair<std::int64_t, Row>>& rows) {
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-}
-
-}  // namespace
 
 Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
   Report report;
@@ -525,6 +499,28 @@ std::vector<Report> gpu_kernel_breakdown(
     types.rows.push_back({label, sum, pct});
   }
   return {std::move(types), std::move(kernels)};
+}
+
+Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+  Report r;
+  r.name = "ops";
+  r.columns = {"rank",          "Name",           "Self CPU %",
+               "Self CPU (us)", "CPU total (us)", "CPU time avg (us)",
+               "# of Calls"};
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::int64_t rank = rank_of(*ranks[i], static_cast<std::int64_t>(i));
+    const KeyAverages avg = key_averages(*ranks[i]);
+    for (const FunctionEventAvg& row : avg.rows()) {
+      r.rows.push_back({rank, row.key, row.self_cpu_percent_total,
+                        static_cast<double>(row.self_cpu_time_total_ns) / 1000.0,
+                        static_cast<double>(row.cpu_time_total_ns) / 1000.0,
+                        row.count > 0 ? static_cast<double>(row.cpu_time_total_ns) / 1000.0 /
+                                            static_cast<double>(row.count)
+                                      : 0.0,
+                        row.count});
+    }
+  }
+  return r;
 }
 
 }  // namespace opscope

@@ -260,31 +260,11 @@ constexpr std::string_view kCloseUserAsync = R"({"ph":"e","cat":"user_annotation
 static_assert(kOpenAsync.size() == kCloseAsync.size() &&
               kOpenUserAsync.size() == kCloseUserAsync.size());
 constexpr std::string_view kOpenInstant = R"({"ph":"i","s":"t","cat":"cpu_instant_event","name":)";
-constexpr std::string_view kOpenKernel = R"({"ph":"X","cat":"kernel","name":)";
-constexpr std::string_view kOpenMemcpy = R"({"ph":"X","cat":"gpu_memcpy","name":)";
-constexpr std::string_view kOpenMemset = R"({"ph":"X","cat":"gpu_memset","name":)";
-constexpr std::string_view kOpenRuntime = R"({"ph":"X","cat":"cuda_runtime","name":)";
-constexpr std::string_view kOpenDriver = R"({"ph":"X","cat":"cuda_driver","name":)";
-constexpr std::string_view kOpenGpuAnnotation = R"({"ph":"X","cat":"gpu_user_annotation","name":)";
-constexpr std::string_view kOpenOther = R"({"ph":"X","cat":"other","name":)";
-
-std::string_view implied_open(EventKind kind) {
-  switch (kind) {
-    case EventKind::kKernel:
-      return kOpenKernel;
-    case EventKind::kMemcpy:
-      return kOpenMemcpy;
-    case EventKind::kMemset:
-      return kOpenMemset;
-    case EventKind::kRuntime:
-      return kOpenRuntime;
-    case EventKind::kDriver:
-      return kOpenDriver;
-    case EventKind::kGpuAnnotation:
-      return kOpenGpuAnnotation;
-    default:
-      return kOpenOther;
-  }
+// The opening of a complete event of category `cat`: {"ph":"X","cat":"kernel","name":
+std::string complete_open(std::string_view cat) {
+  JsonWriter w(64);
+  w.string(cat);
+  return R"({"ph":"X","cat":)" + std::string(w.view()) + R"(,"name":)";
 }
 
 // Bytes an event may need besides its prefixes: separators, numbers of at most 25 bytes,
@@ -454,12 +434,15 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
     write_metadata_event(w, false, "process_sort_index", p.pid, 0, "sort_index",
                          p.sort_index >= 0 ? p.sort_index : p.pid);
   }
-  // The opening of a complete event of each named category ({"ph":"X","cat":"..","name":).
+  // The openings of the complete events other than ranges: per named category
+  // (Event::category), and per kind for the category the kind implies (index: the kind).
   std::vector<std::string> category_open;
-  for (const std::string& c : r.categories()) {
-    JsonWriter cw(64);
-    cw.string(c);
-    category_open.push_back(R"({"ph":"X","cat":)" + std::string(cw.view()) + R"(,"name":)");
+  for (const std::string& c : r.categories()) category_open.push_back(complete_open(c));
+  std::vector<std::string> kind_open;
+  for (int k = 0; k <= static_cast<int>(EventKind::kOther); ++k) {
+    const std::string_view implied =
+        implied_category(static_cast<EventKind>(k), RecordScope::kFunction);
+    kind_open.push_back(complete_open(implied.empty() ? "other" : implied));
   }
   const std::vector<ThreadInfo>& threads = r.threads();
   std::vector<std::string> thread_text;  // ,"pid":P,"tid":T,"ts": per thread
@@ -510,7 +493,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
       case EventKind::kOther:
         open = e.category != 0 && e.category < category_open.size()
                    ? std::string_view(category_open[e.category])
-                   : implied_open(e.kind);
+                   : std::string_view(kind_open[static_cast<std::size_t>(e.kind)]);
         break;
     }
     const std::string_view prefix = prefixes.get(e.name, open);

@@ -83,13 +83,10 @@ simdjson::padded_string load(const std::string& path) {
   return simdjson::padded_string(out);
 }
 
-// Microseconds written as a JSON number (or a string holding one) to integer nanoseconds,
+// Microseconds written as a JSON number (or a string holding one; the text without the
+// whitespace around it) to integer nanoseconds,
 // exactly: digits before the point are microseconds, up to three after it nanoseconds.
 bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
-  while (!t.empty() && (t.back() == ' ' || t.back() == '\n' || t.back() == '\r' ||
-                        t.back() == '\t' || t.back() == ',' || t.back() == '}')) {
-    t.remove_suffix(1);
-  }
   if (!t.empty() && t.front() == '"') t = t.substr(1, t.size() >= 2 ? t.size() - 2 : 0);
   bool negative = false;
   if (!t.empty() && t.front() == '-') {
@@ -268,12 +265,7 @@ class Reader {
     if (!is_valid_json(std::string_view(json_.data(), json_.size()), &exact)) {
       fail(path_, "malformed JSON: " + exact);
     }
-    std::string where;
-    if (last_event_at_ != nullptr) {
-      where = " (in the event that starts at byte " +
-              std::to_string(last_event_at_ - json_.data()) + ")";
-    }
-    fail(path_, std::string("malformed JSON") + where + ": expected " + expected + "; " +
+    fail(path_, "malformed JSON" + at_event() + ": expected " + expected + "; " +
                     simdjson::error_message(code));
   }
 
@@ -282,36 +274,14 @@ class Reader {
     Id id;
     od::json_type type = od::json_type::null;
     check(v.type().get(type), "an id");
-    if (type == od::json_type::number) {
-      std::int64_t n = 0;
-      if (v.get_int64().get(n) == simdjson::SUCCESS) {
-        id.number = n;
-        return id;
-      }
-      // Above 2^63 (a thread id of -1 written unsigned): the same 64 bits.
-      std::uint64_t u = 0;
-      if (v.get_uint64().get(u) == simdjson::SUCCESS) {
-        id.number = static_cast<std::int64_t>(u);
-        return id;
-      }
-      double d = 0;
-      check(v.get_double().get(d), "a number");
-      id.number = static_cast<std::int64_t>(d);
-      return id;
-    }
+    std::string_view text;
     if (type == od::json_type::string) {
-      std::string_view s;
-      check(v.get_string().get(s), "a string");
-      std::int64_t n = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-      if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) {
-        id.number = n;
-      } else {
-        id.text = std::string(s);
-      }
-      return id;
+      check(v.get_string().get(text), "a string");
+    } else {
+      text = raw_of(v, "an id");
     }
-    id.text = std::string(raw_of(v, "an id"));
+    // An integer, or a string of digits; anything else (a fraction, "stream 7") is text.
+    if (!int_of(text, id.number)) id.text = std::string(text);
     return id;
   }
 
@@ -476,37 +446,9 @@ class Reader {
     return EventKind::kOther;
   }
 
-  // The category as the export would write it for this kind and scope; 0 when implied.
+  // The category for Event::category: 0 when the kind and scope imply it.
   std::uint16_t category_index(std::string_view cat, EventKind kind, RecordScope scope) {
-    ProfilerResult::Builder& b = builder_;
-    std::string_view implied;
-    switch (kind) {
-      case EventKind::kRange:
-        implied = scope == RecordScope::kUserScope ? "user_annotation" : "cpu_op";
-        break;
-      case EventKind::kKernel:
-        implied = "kernel";
-        break;
-      case EventKind::kMemcpy:
-        implied = "gpu_memcpy";
-        break;
-      case EventKind::kMemset:
-        implied = "gpu_memset";
-        break;
-      case EventKind::kRuntime:
-        implied = "cuda_runtime";
-        break;
-      case EventKind::kDriver:
-        implied = "cuda_driver";
-        break;
-      case EventKind::kGpuAnnotation:
-        implied = "gpu_user_annotation";
-        break;
-      default:
-        break;
-    }
-    if (cat == implied) return 0;
-    return b.category(cat);
+    return cat == implied_category(kind, scope) ? 0 : builder_.category(cat);
   }
 
   // An integer written as a JSON number or a string of digits ("12"); false for anything
@@ -741,8 +683,7 @@ class Reader {
       if (pid == own_pid) continue;
       builder_.add_process({pid, p.name, p.labels, p.sort_index});
     }
-    // Threads in the order the builder will use: as first seen, which is fine; indices were
-    // handed out in that order already.
+    // Threads in the order they were first seen: Event::thread holds those indices.
     for (const Thread& t : threads_) {
       ThreadInfo info;
       info.tid = t.tid.text.empty() ? static_cast<std::uint64_t>(t.tid.number)

@@ -93,6 +93,16 @@ class ListBuilder {
         case EventKind::kMemory:
           keys.push_back({e.start_ns, index, What::kPoint});
           break;
+        case EventKind::kKernel:
+        case EventKind::kMemcpy:
+        case EventKind::kMemset:
+        case EventKind::kRuntime:
+        case EventKind::kDriver:
+        case EventKind::kGpuAnnotation:
+        case EventKind::kOther:
+          // Not the legacy profiler's: its windows record CPU ranges, marks and memory only
+          // (the seed's per-thread lists hold nothing else).
+          break;
       }
     }
     ThreadEventLists lists;

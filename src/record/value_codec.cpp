@@ -83,6 +83,20 @@ class SizeOut {
   std::size_t size_ = 0;
 };
 
+// LEB128 of `v` at `p`; returns the end.
+[[gnu::always_inline]] inline std::byte* put_varint(std::byte* p, std::uint64_t v) {
+  if (v < 0x80) [[likely]] {  // tensor dims and counts, mostly
+    *p++ = static_cast<std::byte>(v);
+    return p;
+  }
+  while (v >= 0x80) {
+    *p++ = static_cast<std::byte>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<std::byte>(v);
+  return p;
+}
+
 // Writes to memory the caller sized with SizeOut.
 class PointerOut {
  public:
@@ -91,17 +105,7 @@ class PointerOut {
     if (n != 0) std::memcpy(cur_, p, n);
     cur_ += n;
   }
-  void varint(std::uint64_t v) {
-    if (v < 0x80) [[likely]] {  // tensor dims and counts, mostly
-      *cur_++ = static_cast<std::byte>(v);
-      return;
-    }
-    while (v >= 0x80) {
-      *cur_++ = static_cast<std::byte>((v & 0x7F) | 0x80);
-      v >>= 7;
-    }
-    *cur_++ = static_cast<std::byte>(v);
-  }
+  void varint(std::uint64_t v) { cur_ = put_varint(cur_, v); }
   void patch(std::size_t at, const void* p, std::size_t n) { std::memcpy(begin_ + at, p, n); }
   void resize(std::size_t n) { cur_ = begin_ + n; }
   std::size_t size() const { return static_cast<std::size_t>(cur_ - begin_); }
@@ -376,14 +380,7 @@ std::size_t encode_plain_tensors(std::span<const Value> inputs, std::byte* out) 
     if (dtype == 0 || device == 0) return 0;
     *p++ = static_cast<std::byte>(ValueKind::kTensor);
     *p++ = static_cast<std::byte>(sizes.size());
-    for (const std::int64_t size : sizes) {
-      auto u = static_cast<std::uint64_t>(size);
-      while (u >= 0x80) {
-        *p++ = static_cast<std::byte>((u & 0x7F) | 0x80);
-        u >>= 7;
-      }
-      *p++ = static_cast<std::byte>(u);
-    }
+    for (const std::int64_t size : sizes) p = put_varint(p, static_cast<std::uint64_t>(size));
     *p++ = std::byte{0};  // no strides
     *p++ = static_cast<std::byte>(dtype);
     *p++ = static_cast<std::byte>(device);

@@ -1,11 +1,12 @@
 // ProfilerResult::Builder: turns a bag of events into the ordered, nested result that
 // analysis and export read.
+#include "opscope/result.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 
 #include "opscope/error.h"
-#include "opscope/result.h"
 #include "util/fresh_memory.h"
 
 namespace opscope {
@@ -79,14 +80,12 @@ void ProfilerResult::Builder::add_flow(std::string_view category, std::int64_t i
 
 SessionStats& ProfilerResult::Builder::stats() { return result_->stats_; }
 
-std::string_view ProfilerResult::category(const Event& e) const {
-  if (e.category != 0 && e.category < categories_.size()) return categories_[e.category];
-  switch (e.kind) {
+std::string_view implied_category(EventKind kind, RecordScope scope) {
+  switch (kind) {
     case EventKind::kRange:
     case EventKind::kAsyncRange:
-      return e.scope == RecordScope::kUserScope ? "user_annotation" : "cpu_op";
+      return scope == RecordScope::kUserScope ? "user_annotation" : "cpu_op";
     case EventKind::kInstant:
-      return "cpu_instant_event";
     case EventKind::kMemory:
       return "cpu_instant_event";
     case EventKind::kKernel:
@@ -105,6 +104,11 @@ std::string_view ProfilerResult::category(const Event& e) const {
       break;
   }
   return "";
+}
+
+std::string_view ProfilerResult::category(const Event& e) const {
+  if (e.category != 0 && e.category < categories_.size()) return categories_[e.category];
+  return implied_category(e.kind, e.scope);
 }
 
 namespace {
@@ -215,39 +219,28 @@ void sort_events(std::vector<Event>& events) {
 }  // namespace
 
 // Each end of a flow is the innermost event of its thread that holds its time: the last one,
-// in the result's order (start ascending, enclosing first), that starts at or before the time
-// and has not ended before it. Events of a thread are contiguous, so a binary search finds
-// the last start at or before the time, and the walk back from it climbs out of what ended
-// too early (parents first for ranges; the few others are checked one by one).
+// in the result's order (thread, then start ascending, enclosing first), that starts at or
+// before the time and has not ended before it. Binary searches find the thread's events and
+// the last start at or before the time; the walk back from it climbs out of what ended too
+// early (parents first for ranges; the few others are checked one by one).
 void ProfilerResult::Builder::resolve_flows() {
   if (flows_.empty()) return;
   const std::vector<Event>& events = result_->events_;
-  std::vector<std::size_t> thread_begin(result_->threads_.size() + 1, events.size());
-  for (std::size_t i = events.size(); i-- > 0;) {
-    const auto t = static_cast<std::size_t>(events[i].thread);
-    if (t < result_->threads_.size()) thread_begin[t] = i;
-  }
-  const auto thread_end = [&](std::size_t t) {
-    for (std::size_t u = t + 1; u < thread_begin.size(); ++u) {
-      if (thread_begin[u] != events.size()) return thread_begin[u];
-    }
-    return events.size();
-  };
   const auto holder = [&](const FlowEnd& end) -> std::int32_t {
-    if (end.thread < 0 || static_cast<std::size_t>(end.thread) >= result_->threads_.size()) {
-      return -1;
-    }
-    const auto t = static_cast<std::size_t>(end.thread);
-    const std::size_t first = thread_begin[t];
-    if (first == events.size()) return -1;
-    const std::size_t last = thread_end(t);
-    auto it = std::upper_bound(events.begin() + static_cast<std::ptrdiff_t>(first),
-                               events.begin() + static_cast<std::ptrdiff_t>(last), end.time_ns,
+    // The thread's events are contiguous, in start order.
+    const auto first =
+        std::lower_bound(events.begin(), events.end(), end.thread,
+                         [](const Event& e, std::int32_t thread) { return e.thread < thread; });
+    const auto last =
+        std::upper_bound(first, events.end(), end.thread,
+                         [](std::int32_t thread, const Event& e) { return thread < e.thread; });
+    auto it = std::upper_bound(first, last, end.time_ns,
                                [](std::int64_t ts, const Event& e) { return ts < e.start_ns; });
     // Climb back to an event that still holds the time; 64 steps bound the walk over
     // siblings that ended before it, then parents are followed.
     int steps = 0;
-    for (auto i = static_cast<std::size_t>(it - events.begin()); i-- > first;) {
+    const auto begin = static_cast<std::size_t>(first - events.begin());
+    for (auto i = static_cast<std::size_t>(it - events.begin()); i-- > begin;) {
       const Event& e = events[i];
       if (e.end_ns >= end.time_ns) return static_cast<std::int32_t>(i);
       if (++steps == 64) {
