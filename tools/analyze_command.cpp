@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -18,11 +19,34 @@
 namespace opscope::cli {
 namespace {
 
-constexpr const char* kReports[] = {"temporal", "idle", "kernels", "overlap", "ops"};
+// The summaries of report_kinds(), each folded under itself.
+std::string report_list() {
+  constexpr std::size_t kIndent = 33;
+  constexpr std::size_t kWidth = 94;
+  std::string out;
+  for (const ReportKind& k : report_kinds()) {
+    std::string line = "                       " + std::string(k.name);
+    line.resize(std::max(line.size() + 1, kIndent), ' ');
+    const std::string text = std::string(k.summary) + " (HTA " + std::string(k.hta) + ")";
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      std::size_t cut = rest.size();
+      if (line.size() + cut > kWidth) {
+        cut = rest.rfind(' ', kWidth - line.size());
+        if (cut == std::string_view::npos || cut == 0) cut = kWidth - line.size();
+      }
+      out += line + std::string(rest.substr(0, cut)) + "\n";
+      rest.remove_prefix(cut);
+      if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      line.assign(kIndent, ' ');
+    }
+  }
+  return out;
+}
 
 std::string analyze_help() {
   return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv]
-                       [--output FILE]
+                       [--output FILE] [report settings]
 
 Reads traces written by PyTorch's profiler (Kineto) or by opscope (.json or .json.gz) and
 prints reports with the meaning and the column names of Holistic Trace Analysis.
@@ -31,24 +55,20 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                      rank of one job. The rank is the trace's distributedInfo.rank; a trace
                      without one takes its position among the files (the output says so)
   --report NAMES     comma-separated, in the order to print (default: temporal):
-                       temporal  per rank: idle, compute and non-compute GPU time over the
-                                 span from the first GPU activity to the end of the last
-                                 (HTA get_temporal_breakdown)
-                       idle      per rank and stream: the gaps between GPU work by cause,
-                                 host_wait (the launch came after the previous kernel
-                                 ended), kernel_wait (back to back, under 30 us), other
-                                 (HTA get_idle_time_breakdown, for every rank)
-                       kernels   GPU time by kernel type over all ranks (kernel_type), and
-                                 per rank and type the top kernels with their statistics,
-                                 the rest as "others" (kernels) (HTA get_gpu_kernel_breakdown)
-                       overlap   per rank: the share of communication-kernel time that
-                                 computation overlapped (HTA get_comm_comp_overlap)
-                       ops       the CPU operator table of key_averages().table(), per rank
-  --format F         text (default: aligned tables), json (one object: report name -> list of
-                     rows keyed by HTA's column names), csv
+)" + report_list() +
+         R"(  --format F         text (default: aligned tables), json (one object: table name -> list
+                     of rows keyed by HTA's column names), csv
   --output FILE      write there instead of standard output (replaced whole, or left alone
-                     when the command fails)
+                     when the command fails; gzip for a name ending in .gz)
   --help             this text
+
+Report settings (HTA's defaults):
+  --num-kernels N               kernels: the top kernels of each type kept by name (10)
+  --duration-ratio R            kernels: the share of a type's time its named kernels
+                                cover, 0 to 1 (0.8)
+  --consecutive-kernel-delay US idle: the longest gap that is kernel_wait, in us (30)
+  --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when the
+                                traces hold two or more (it is often cut short)
 
 Exit codes: 0 success, 1 a trace could not be read, 2 usage error.
 )";
@@ -59,7 +79,24 @@ struct AnalyzeArgs {
   std::vector<std::string> reports;
   ReportFormat format = ReportFormat::kText;
   std::string output;
+  ReportOptions options;
 };
+
+double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !(v >= lo && v <= hi)) {
+    std::ostringstream range;
+    range << lo << " to " << hi;
+    throw UsageError(flag + " expects a number from " + range.str() + ", got '" + text + "'");
+  }
+  return v;
+}
 
 AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
   AnalyzeArgs a;
@@ -86,10 +123,12 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t comma = std::min(list.find(',', at), list.size());
         const std::string name = list.substr(at, comma - at);
-        if (std::find_if(std::begin(kReports), std::end(kReports),
-                         [&](const char* r) { return name == r; }) == std::end(kReports)) {
+        const auto kinds = report_kinds();
+        if (std::none_of(kinds.begin(), kinds.end(),
+                         [&](const ReportKind& k) { return k.name == name; })) {
           std::string allowed;
-          for (const char* r : kReports) allowed += std::string(allowed.empty() ? "" : ", ") + r;
+          for (const ReportKind& k : kinds)
+            allowed += (allowed.empty() ? "" : ", ") + std::string(k.name);
           throw UsageError("--report expects names from: " + allowed + "; got '" + name + "'");
         }
         a.reports.push_back(name);
@@ -109,9 +148,18 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     } else if (arg == "--output") {
       a.output = take();
       if (a.output.empty()) throw UsageError("--output expects a file name");
+    } else if (arg == "--num-kernels") {
+      a.options.num_kernels = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
+    } else if (arg == "--duration-ratio") {
+      a.options.duration_ratio = parse_number(arg, take(), 0, 1);
+    } else if (arg == "--consecutive-kernel-delay") {
+      a.options.consecutive_kernel_delay_us = parse_number(arg, take(), 0, 1e12);
+    } else if (arg == "--include-last-step") {
+      if (has_inline) throw UsageError("--include-last-step takes no value");
+      a.options.drop_last_step = 0;
     } else {
       throw UsageError("unknown flag " + arg +
-                       " for `opscope analyze`; allowed: --report, --format, --output, --help");
+                       " for `opscope analyze`; see `opscope analyze --help`");
     }
   }
   if (a.paths.empty()) throw UsageError("no trace given: name a trace file or a directory");
@@ -167,13 +215,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     std::vector<Report> reports;
     for (const std::string& name : a.reports) {
-      if (name == "temporal") reports.push_back(temporal_breakdown(ranks));
-      if (name == "idle") reports.push_back(idle_time_breakdown(ranks));
-      if (name == "overlap") reports.push_back(comm_comp_overlap(ranks));
-      if (name == "kernels") {
-        for (Report& k : gpu_kernel_breakdown(ranks)) reports.push_back(std::move(k));
-      }
-      if (name == "ops") reports.push_back(operator_report(ranks));
+      for (Report& r : run_report(name, ranks, a.options)) reports.push_back(std::move(r));
     }
     if (a.format == ReportFormat::kText &&
         std::find(a.reports.begin(), a.reports.end(), "ops") != a.reports.end()) {

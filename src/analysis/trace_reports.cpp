@@ -8,11 +8,24 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/gpu_work.h"
 #include "opscope/key_averages.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
 namespace {
+
+using internal::analyzed_gpu_events;
+using internal::Interval;
+using internal::length;
+using internal::merged;
+using internal::overlap_length;
+using internal::round2;
+using internal::sort_by_rank;
+using internal::Stats;
+using internal::stats_of;
+using internal::stream_of;
+using internal::us;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool contains(std::string_view s, std::string_view p) {
@@ -47,138 +60,6 @@ bool is_compute_kernel(std::string_view n) {
   return !excluded;
 }
 
-// HTA's "stream" column: the stream GPU work and GPU-side waits ("cuda_sync" events) name in
-// their args, or -1. A "gpu_user_annotation" spans kernels rather than being work itself and
-// has none (as in HTA). CPU ranges are never GPU work, even with a "stream" arg: triton's CPU
-// ops carry one, and HTA counts them as kernels, which puts CPU time into kernel time;
-// opscope does not follow it there (tests/unit/analyze_test.cpp shows the difference).
-std::int64_t stream_of(const ProfilerResult& r, const Event& e) {
-  if (e.kind == EventKind::kRange || e.kind == EventKind::kAsyncRange ||
-      e.kind == EventKind::kInstant || e.kind == EventKind::kMemory ||
-      e.kind == EventKind::kGpuAnnotation) {
-    return -1;
-  }
-  const EventDetail* d = r.detail(e);
-  return d != nullptr ? d->gpu.stream : -1;
-}
-
-bool is_profiler_step(std::string_view name) {
-  // HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+)
-  if (!starts_with(name, "ProfilerStep#") || name.size() == 13) return false;
-  return name[13] >= '0' && name[13] <= '9';
-}
-
-// Whether the analysis leaves out the last profiler step, as HTA does by default: when the
-// traces hold at least two distinct ProfilerStep#N names (the last step is often cut short
-// by the end of the recording).
-bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
-  std::vector<std::string_view> steps;
-  for (const auto& r : ranks) {
-    for (const Event& e : r->events()) {
-      if (is_profiler_step(e.name) &&
-          std::find(steps.begin(), steps.end(), e.name) == steps.end()) {
-        steps.push_back(e.name);
-        if (steps.size() >= 2) return true;
-      }
-    }
-  }
-  return false;
-}
-
-// The GPU work of a rank the reports look at: events with a stream (stream_of), minus, when
-// `drop_last`, what was not launched before the last profiler step began. HTA keeps a GPU
-// event when its correlation id is on a CPU-side event (a runtime call) that started before
-// the last ProfilerStep#N; without any ProfilerStep on the rank, it keeps none.
-std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last) {
-  std::vector<std::int32_t> out;
-  const std::vector<Event>& events = r.events();
-  std::int64_t last_step = std::numeric_limits<std::int64_t>::min();
-  std::vector<std::int64_t> launched;  // correlations of CPU-side events before it
-  if (drop_last) {
-    bool any_step = false;
-    for (const Event& e : events) {
-      if (stream_of(r, e) < 0 && is_profiler_step(e.name)) {
-        last_step = std::max(last_step, e.start_ns);
-        any_step = true;
-      }
-    }
-    if (!any_step) return out;
-    for (const Event& e : events) {
-      if (stream_of(r, e) >= 0 || e.start_ns >= last_step) continue;
-      // A CPU event without a correlation matches GPU events without one (HTA's inner merge
-      // on the column, whose missing value is -1).
-      const EventDetail* d = r.detail(e);
-      launched.push_back(d != nullptr && d->gpu.correlation >= 0 ? d->gpu.correlation : -1);
-    }
-    std::sort(launched.begin(), launched.end());
-  }
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const Event& e = events[i];
-    if (stream_of(r, e) < 0) continue;
-    if (drop_last) {
-      const EventDetail* d = r.detail(e);
-      const std::int64_t corr = d != nullptr ? d->gpu.correlation : -1;
-      if (!std::binary_search(launched.begin(), launched.end(), corr)) continue;
-    }
-    out.push_back(static_cast<std::int32_t>(i));
-  }
-  return out;
-}
-
-struct Interval {
-  std::int64_t start;
-  std::int64_t end;
-};
-
-// The union of `v` as disjoint intervals in time order (HTA's merge_kernel_intervals).
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> out;
-  for (const Interval& x : v) {
-    if (!out.empty() && x.start <= out.back().end) {
-      out.back().end = std::max(out.back().end, x.end);
-    } else {
-      out.push_back(x);
-    }
-  }
-  return out;
-}
-
-// The length of the intersection of two sets of disjoint intervals in time order.
-std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::int64_t total = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const std::int64_t lo = std::max(a[i].start, b[j].start);
-    const std::int64_t hi = std::min(a[i].end, b[j].end);
-    if (hi > lo) total += hi - lo;
-    if (a[i].end < b[j].end) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  return total;
-}
-
-std::int64_t length(const std::vector<Interval>& v) {
-  std::int64_t total = 0;
-  for (const Interval& x : v) total += x.end - x.start;
-  return total;
-}
-
-// Rows (keyed by rank) in rank order, ranks given in any order.
-template <typename Row>
-void sort_by_rank(std::vector<std::pair<std::int64_t, Row>>& rows) {
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-}
-
-double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
-double round2(double x) { return std::round(x * 100.0) / 100.0; }
-
 }  // namespace
 
 std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback) {
@@ -192,7 +73,8 @@ std::string_view kernel_type(std::string_view name) {
   return "OTHER";
 }
 
-Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                          const ReportOptions& options) {
   Report report;
   report.name = "temporal";
   report.columns = {"rank",
@@ -204,7 +86,7 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
                     "compute_time_pctg",
                     "non_compute_time_pctg"};
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = drop_last_step(ranks);
+  const bool drop_last = internal::drop_last_step(ranks, options);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     std::vector<Interval> all;
@@ -234,12 +116,13 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
   return report;
 }
 
-Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                         const ReportOptions& options) {
   Report report;
   report.name = "overlap";
   report.columns = {"rank", "comp_comm_overlap_pctg"};
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = drop_last_step(ranks);
+  const bool drop_last = internal::drop_last_step(ranks, options);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     std::vector<Interval> comm, comp;
@@ -266,13 +149,13 @@ Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> 
 }
 
 Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                           double consecutive_kernel_delay_us) {
+                           const ReportOptions& options) {
   Report report;
   report.name = "idle";
   report.columns = {"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"};
-  const auto delay_ns = static_cast<std::int64_t>(consecutive_kernel_delay_us * 1000.0);
+  const auto delay_ns = static_cast<std::int64_t>(options.consecutive_kernel_delay_us * 1000.0);
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = drop_last_step(ranks);
+  const bool drop_last = internal::drop_last_step(ranks, options);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     const std::vector<Event>& events = r.events();
@@ -348,35 +231,12 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
   return report;
 }
 
-namespace {
-
-struct Stats {
-  double sum = 0, max = 0, min = 0, mean = 0, stddev = 0;
-};
-
-// pandas' agg(["sum", "max", "min", "mean", "std"]): std with ddof 1, 0 for one value.
-Stats stats_of(const std::vector<double>& v) {
-  Stats s;
-  if (v.empty()) return s;
-  s.max = *std::max_element(v.begin(), v.end());
-  s.min = *std::min_element(v.begin(), v.end());
-  for (double x : v) s.sum += x;
-  s.mean = s.sum / static_cast<double>(v.size());
-  if (v.size() > 1) {
-    double sq = 0;
-    for (double x : v) sq += (x - s.mean) * (x - s.mean);
-    s.stddev = std::sqrt(sq / static_cast<double>(v.size() - 1));
-  }
-  return s;
-}
-
-}  // namespace
-
 std::vector<Report> gpu_kernel_breakdown(
-    std::span<const std::shared_ptr<const ProfilerResult>> ranks, double duration_ratio,
-    std::size_t num_kernels) {
+    std::span<const std::shared_ptr<const ProfilerResult>> ranks, const ReportOptions& options) {
+  const double duration_ratio = options.duration_ratio;
+  const std::size_t num_kernels = options.num_kernels;
   static constexpr std::string_view kTypes[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
-  const bool drop_last = drop_last_step(ranks);
+  const bool drop_last = internal::drop_last_step(ranks, options);
   // kernel_type: label -> whole microseconds over all ranks, labels in first-seen order.
   std::vector<std::pair<std::string, std::int64_t>> by_label;
   Report kernels;

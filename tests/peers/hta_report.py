@@ -13,6 +13,34 @@ import logging
 import sys
 
 
+def temporal(analysis, ranks):
+    return {"temporal": analysis.get_temporal_breakdown(visualize=False)}
+
+
+def kernels(analysis, ranks):
+    types, kernel_rows = analysis.get_gpu_kernel_breakdown(visualize=False)
+    return {"kernel_type": types, "kernels": kernel_rows}
+
+
+def overlap(analysis, ranks):
+    return {"overlap": analysis.get_comm_comp_overlap(visualize=False)}
+
+
+def idle(analysis, ranks):
+    # Every rank (HTA's default is rank 0 only); visualize=False keeps streams as numbers.
+    return {"idle": analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]}
+
+
+# opscope report name -> a function of (TraceAnalysis, its sorted ranks) giving
+# {table name: DataFrame}, the tables `opscope analyze --report NAME --format json` prints.
+REPORTS = {
+    "temporal": temporal,
+    "kernels": kernels,
+    "overlap": overlap,
+    "idle": idle,
+}
+
+
 def main():
     hta_dir, trace_dir, report, out = sys.argv[1:5]
     sys.path.insert(0, hta_dir)
@@ -27,18 +55,9 @@ def main():
 
     analysis = TraceAnalysis(trace_dir=trace_dir)
     ranks = sorted(analysis.t.traces.keys())
-    if report == "temporal":
-        frames = {"temporal": analysis.get_temporal_breakdown(visualize=False)}
-    elif report == "kernels":
-        types, kernels = analysis.get_gpu_kernel_breakdown(visualize=False)
-        frames = {"kernel_type": types, "kernels": kernels}
-    elif report == "overlap":
-        frames = {"overlap": analysis.get_comm_comp_overlap(visualize=False)}
-    elif report == "idle":
-        # Every rank (HTA's default is rank 0 only); visualize=False keeps streams as numbers.
-        frames = {"idle": analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]}
-    else:
+    if report not in REPORTS:
         raise SystemExit(f"no HTA method for report {report}")
+    frames = REPORTS[report](analysis, ranks)
     rows = {name: json.loads(df.to_json(orient="records")) for name, df in frames.items()}
     with open(out, "w") as f:
         json.dump(rows, f)

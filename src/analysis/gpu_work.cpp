@@ -1,0 +1,214 @@
+// The GPU work of a rank as Holistic Trace Analysis sees it (gpu_work.h).
+#include "analysis/gpu_work.h"
+
+#include <limits>
+#include <string>
+
+namespace opscope::internal {
+
+std::int64_t stream_of(const ProfilerResult& r, const Event& e) {
+  // A "gpu_user_annotation" spans kernels rather than being work itself and has no stream
+  // (as in HTA). CPU ranges are never GPU work, even with a "stream" arg: triton's CPU ops
+  // carry one, and HTA counts them as kernels, which puts CPU time into kernel time; opscope
+  // does not follow it there (tests/unit/analyze_test.cpp shows the difference).
+  if (e.kind == EventKind::kRange || e.kind == EventKind::kAsyncRange ||
+      e.kind == EventKind::kInstant || e.kind == EventKind::kMemory ||
+      e.kind == EventKind::kGpuAnnotation) {
+    return -1;
+  }
+  const EventDetail* d = r.detail(e);
+  return d != nullptr ? d->gpu.stream : -1;
+}
+
+std::int64_t correlation_of(const ProfilerResult& r, const Event& e) {
+  const EventDetail* d = r.detail(e);
+  return d != nullptr ? d->gpu.correlation : -1;
+}
+
+bool is_profiler_step(std::string_view name) {
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (name.substr(0, kPrefix.size()) != kPrefix || name.size() == kPrefix.size()) return false;
+  return name[kPrefix.size()] >= '0' && name[kPrefix.size()] <= '9';
+}
+
+bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+  std::vector<std::string_view> steps;
+  for (const auto& r : ranks) {
+    for (const Event& e : r->events()) {
+      if (is_profiler_step(e.name) &&
+          std::find(steps.begin(), steps.end(), e.name) == steps.end()) {
+        steps.push_back(e.name);
+        if (steps.size() >= 2) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                    const ReportOptions& options) {
+  return options.drop_last_step < 0 ? drop_last_step(ranks) : options.drop_last_step != 0;
+}
+
+namespace {
+
+// The start of the last profiler step on the CPU side, and the sorted correlations of the CPU
+// events before it; nullopt-like `any_step` false when the rank has no step (it then keeps
+// nothing, as in HTA).
+struct StepCut {
+  bool any_step = false;
+  std::int64_t last_step = std::numeric_limits<std::int64_t>::min();
+  std::vector<std::int64_t> launched;
+};
+
+StepCut step_cut(const ProfilerResult& r) {
+  StepCut cut;
+  const std::vector<Event>& events = r.events();
+  for (const Event& e : events) {
+    if (stream_of(r, e) < 0 && is_profiler_step(e.name)) {
+      cut.last_step = std::max(cut.last_step, e.start_ns);
+      cut.any_step = true;
+    }
+  }
+  if (!cut.any_step) return cut;
+  for (const Event& e : events) {
+    if (stream_of(r, e) >= 0 || e.start_ns >= cut.last_step) continue;
+    // A CPU event without a correlation matches GPU events without one (HTA's inner merge on
+    // the column, whose missing value is -1).
+    const std::int64_t c = correlation_of(r, e);
+    cut.launched.push_back(c >= 0 ? c : -1);
+  }
+  std::sort(cut.launched.begin(), cut.launched.end());
+  return cut;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last) {
+  std::vector<std::int32_t> out;
+  const std::vector<Event>& events = r.events();
+  StepCut cut;
+  if (drop_last) {
+    cut = step_cut(r);
+    if (!cut.any_step) return out;
+  }
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (stream_of(r, e) < 0) continue;
+    if (drop_last &&
+        !std::binary_search(cut.launched.begin(), cut.launched.end(), correlation_of(r, e))) {
+      continue;
+    }
+    out.push_back(static_cast<std::int32_t>(i));
+  }
+  return out;
+}
+
+std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last) {
+  std::vector<std::int32_t> out;
+  const std::vector<Event>& events = r.events();
+  StepCut cut;
+  if (drop_last) {
+    cut = step_cut(r);
+    if (!cut.any_step) return out;
+  }
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (drop_last) {
+      if (stream_of(r, e) < 0) {
+        if (e.start_ns >= cut.last_step) continue;
+      } else if (!std::binary_search(cut.launched.begin(), cut.launched.end(),
+                                     correlation_of(r, e))) {
+        continue;
+      }
+    }
+    out.push_back(static_cast<std::int32_t>(i));
+  }
+  return out;
+}
+
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& x : v) {
+    if (!out.empty() && x.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, x.end);
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::int64_t total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::int64_t lo = std::max(a[i].start, b[j].start);
+    const std::int64_t hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) total += hi - lo;
+    if (a[i].end < b[j].end) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return total;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+  std::int64_t total = 0;
+  for (const Interval& x : v) total += x.end - x.start;
+  return total;
+}
+
+Stats stats_of(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  s.max = *std::max_element(v.begin(), v.end());
+  s.min = *std::min_element(v.begin(), v.end());
+  for (double x : v) s.sum += x;
+  s.mean = s.sum / static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - s.mean) * (x - s.mean);
+    s.stddev = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+Describe describe(std::vector<double> v) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  Describe d;
+  d.count = static_cast<double>(v.size());
+  if (v.empty()) {
+    d.mean = d.std = d.min = d.p25 = d.p50 = d.p75 = d.max = kNaN;
+    return d;
+  }
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  d.mean = sum / static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - d.mean) * (x - d.mean);
+    d.std = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  } else {
+    d.std = kNaN;
+  }
+  const auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(pos);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  d.min = v.front();
+  d.p25 = quantile(0.25);
+  d.p50 = quantile(0.5);
+  d.p75 = quantile(0.75);
+  d.max = v.back();
+  return d;
+}
+
+}  // namespace opscope::internal

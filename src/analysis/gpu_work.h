@@ -1,0 +1,85 @@
+// The GPU work of a rank as Holistic Trace Analysis sees it, shared by the reports of
+// opscope/trace_analysis.h (src/analysis/*_reports.cpp): which events are GPU work and on
+// which stream, which of them an analysis keeps (HTA drops the last profiler step), and the
+// interval arithmetic and statistics the reports are made of.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "opscope/result.h"
+#include "opscope/trace_analysis.h"
+
+namespace opscope::internal {
+
+// HTA's "stream" column: the stream GPU work and GPU-side waits ("cuda_sync" events) name in
+// their args, or -1 for everything that happens on a CPU (ranges, runtime calls, ...).
+std::int64_t stream_of(const ProfilerResult& r, const Event& e);
+
+// The correlation id of an event (runtime call or GPU work), -1 when it has none.
+std::int64_t correlation_of(const ProfilerResult& r, const Event& e);
+
+// HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+).
+bool is_profiler_step(std::string_view name);
+
+// Whether the analysis leaves out the last profiler step, as HTA does by default: when the
+// traces hold at least two distinct ProfilerStep#N names.
+bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+// options.drop_last_step when it is 0 or 1, else drop_last_step(ranks).
+bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                    const ReportOptions& options);
+
+// The indices (into r.events()) of the GPU work an analysis looks at: events with a stream,
+// minus, when `drop_last`, what was not launched before the last profiler step began.
+std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last);
+
+// The indices of the events an analysis keeps, CPU and GPU, as HTA's trace filter does when
+// `drop_last`: CPU events that start before the last profiler step, and the GPU work they
+// launched; everything when not `drop_last`.
+std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last);
+
+struct Interval {
+  std::int64_t start;
+  std::int64_t end;
+};
+
+// The union of `v` as disjoint intervals in time order (HTA's merge_kernel_intervals).
+std::vector<Interval> merged(std::vector<Interval> v);
+
+// The length of the intersection of two sets of disjoint intervals in time order.
+std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+// The summed length of disjoint intervals.
+std::int64_t length(const std::vector<Interval>& v);
+
+inline double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+inline double round2(double x) { return std::round(x * 100.0) / 100.0; }
+
+// pandas' agg(["sum", "max", "min", "mean", "std"]): std with ddof 1, 0 for one value.
+struct Stats {
+  double sum = 0, max = 0, min = 0, mean = 0, stddev = 0;
+};
+Stats stats_of(const std::vector<double>& v);
+
+// pandas' describe(): count, mean, std (ddof 1; NaN for one value), min, 25%, 50%, 75%, max,
+// the quantiles by linear interpolation. Empty input: count 0 and NaN elsewhere.
+struct Describe {
+  double count = 0, mean = 0, std = 0, min = 0, p25 = 0, p50 = 0, p75 = 0, max = 0;
+};
+Describe describe(std::vector<double> v);
+
+// Rows keyed by rank, put in rank order (stable: rows of one rank keep their order).
+template <typename Row>
+void sort_by_rank(std::vector<std::pair<std::int64_t, Row>>& rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+}  // namespace opscope::internal

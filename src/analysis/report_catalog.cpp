@@ -1,0 +1,72 @@
+// report_kinds() and run_report(): every report by name, for the command line
+// (tools/analyze_command.cpp) and the Python package alike. A new report is one row here.
+#include <algorithm>
+#include <string>
+
+#include "opscope/error.h"
+#include "opscope/trace_analysis.h"
+
+namespace opscope {
+namespace {
+
+using Ranks = std::span<const std::shared_ptr<const ProfilerResult>>;
+
+struct Entry {
+  ReportKind kind;
+  std::vector<Report> (*run)(Ranks, const ReportOptions&);
+};
+
+template <Report (*F)(Ranks, const ReportOptions&)>
+std::vector<Report> one(Ranks ranks, const ReportOptions& options) {
+  std::vector<Report> out;
+  out.push_back(F(ranks, options));
+  return out;
+}
+
+std::vector<Report> ops(Ranks ranks, const ReportOptions&) {
+  std::vector<Report> out;
+  out.push_back(operator_report(ranks));
+  return out;
+}
+
+const Entry kEntries[] = {
+    {{"temporal", "get_temporal_breakdown",
+      "per rank: idle, compute and non-compute GPU time over the span from the first GPU "
+      "activity to the end of the last"},
+     one<temporal_breakdown>},
+    {{"idle", "get_idle_time_breakdown",
+      "per rank and stream: the gaps between GPU work by cause: host_wait (launched after the "
+      "previous kernel ended), kernel_wait (back to back, under 30 us), other"},
+     one<idle_time_breakdown>},
+    {{"kernels", "get_gpu_kernel_breakdown",
+      "GPU time by kernel type over all ranks (kernel_type), and per rank and type the top "
+      "kernels with their statistics, the rest as \"others\" (kernels)"},
+     gpu_kernel_breakdown},
+    {{"overlap", "get_comm_comp_overlap",
+      "per rank: the share of communication-kernel time that computation overlapped"},
+     one<comm_comp_overlap>},
+    {{"ops", "key_averages().table()", "the CPU operator table, per rank"}, ops},
+};
+
+}  // namespace
+
+std::span<const ReportKind> report_kinds() {
+  static const std::vector<ReportKind> kinds = [] {
+    std::vector<ReportKind> v;
+    for (const Entry& e : kEntries) v.push_back(e.kind);
+    return v;
+  }();
+  return kinds;
+}
+
+std::vector<Report> run_report(std::string_view name, Ranks ranks, const ReportOptions& options) {
+  for (const Entry& e : kEntries) {
+    if (e.kind.name == name) return e.run(ranks, options);
+  }
+  std::string allowed;
+  for (const Entry& e : kEntries)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(e.kind.name);
+  throw Error("unknown report '" + std::string(name) + "'; reports: " + allowed);
+}
+
+}  // namespace opscope
