@@ -6,15 +6,17 @@
 // kept as their raw JSON text (EventDetail::other_args). Numbers that are times are taken
 // from their text, not through a double: Kineto writes microseconds with a nanosecond
 // fraction (1682725898236567.123), more digits than a double holds.
+#include <fcntl.h>
 #include <libdeflate.h>
 #include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,31 +37,71 @@ namespace od = simdjson::ondemand;
   throw Error("cannot read trace " + path + ": " + what);
 }
 
-// The bytes of the file, inflated when they are gzip, in a buffer padded as simdjson needs.
-simdjson::padded_string load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::strerror(errno));
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(path, "read error");
-  const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
-                    static_cast<unsigned char>(raw[1]) == 0x8b;
-  if (!gzip) return simdjson::padded_string(raw);
+// The whole of an open file, read into `out` (whose size it becomes).
+void read_all(int fd, const std::string& path, char* out, std::size_t size) {
+  std::size_t at = 0;
+  while (at < size) {
+    const ssize_t n = ::read(fd, out + at, size - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, std::strerror(errno));
+    if (n == 0) fail(path, "the file shrank while it was read");
+    at += static_cast<std::size_t>(n);
+  }
+}
 
-  // A gzip file may hold several members; each ends with its size modulo 2^32, which is
-  // where the output's size starts (a member of 4 GiB or more is grown into).
+// The bytes of the file, inflated when they are gzip, in a buffer padded as simdjson needs.
+// A plain file is read straight into that buffer and a gzip file inflated straight into it
+// (libdeflate, whose size hint is the gzip trailer), so the text is written once.
+simdjson::padded_string load(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  unsigned char magic[2] = {0, 0};
+  if (size >= 2) read_all(fd, path, reinterpret_cast<char*>(magic), 2);
+  const bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
+  if (!gzip) {
+    simdjson::padded_string json(size);
+    std::memcpy(json.data(), magic, std::min<std::size_t>(size, 2));
+    if (size > 2) read_all(fd, path, json.data() + 2, size - 2);
+    return json;
+  }
+  std::string raw(size, '\0');
+  std::memcpy(raw.data(), magic, 2);
+  read_all(fd, path, raw.data() + 2, size - 2);
+
   std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
   if (!d) fail(path, "out of memory");
+  // The common case: one member, whose trailer holds its size modulo 2^32.
+  if (size >= 18) {
+    std::uint32_t isize = 0;
+    std::memcpy(&isize, raw.data() + raw.size() - 4, 4);
+    // Deflate shrinks data at most 1032:1, so a size beyond that is a corrupt hint.
+    if (isize <= size * 1032) {
+      simdjson::padded_string json(isize);
+      std::size_t used_in = 0, produced = 0;
+      if (libdeflate_gzip_decompress_ex(d.get(), raw.data(), size, json.data(), isize, &used_in,
+                                        &produced) == LIBDEFLATE_SUCCESS &&
+          used_in == size && produced == isize) {
+        return json;
+      }
+    }
+  }
+  // Several members, or a member of 4 GiB or more: each member inflated in turn, the buffer
+  // grown as needed.
   std::string out;
   std::size_t in_at = 0;
   while (in_at < raw.size()) {
     const std::size_t left = raw.size() - in_at;
     if (left < 18) fail(path, "truncated gzip data at byte " + std::to_string(in_at));
-    std::uint32_t isize = 0;
-    std::memcpy(&isize, raw.data() + raw.size() - 4, 4);  // the last member's: a hint
-    // Deflate shrinks data at most 1032:1, so a size beyond that is a corrupt hint.
-    std::size_t room =
-        std::min<std::size_t>(std::max<std::size_t>(isize, left * 4), left * 1032 + 4096);
+    std::size_t room = std::min<std::size_t>(left * 4, left * 1032 + 4096);
     for (;;) {
       const std::size_t base = out.size();
       out.resize(base + room);
@@ -72,7 +114,7 @@ simdjson::padded_string load(const std::string& path) {
         break;
       }
       out.resize(base);
-      if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+      if (r == LIBDEFLATE_INSUFFICIENT_SPACE && room < left * 1032 + 4096) {
         room *= 2;
         continue;
       }
@@ -229,6 +271,17 @@ class Reader {
     std::int64_t end_ts = 0;
   };
 
+  // Parses a value's text that lies inside the document, in place: the document's padding
+  // lies beyond any of its parts, so no padded copy is needed.
+  simdjson::simdjson_result<od::document> iterate_within(od::parser& p, std::string_view text) {
+    const char* end = json_.data() + json_.size();
+    if (text.data() < json_.data() || text.data() + text.size() > end) {
+      fail(path_, "internal error: a value outside the document");
+    }
+    return p.iterate(text.data(), text.size(),
+                     static_cast<std::size_t>(end - text.data()) + simdjson::SIMDJSON_PADDING);
+  }
+
   static std::string_view trim(std::string_view s) {
     while (!s.empty() &&
            (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
@@ -321,9 +374,8 @@ class Reader {
   void read_distributed_info(std::string_view raw) {
     // A small object: parse it on its own.
     od::parser p;
-    const simdjson::padded_string copy(raw);
     od::document d;
-    if (p.iterate(copy).get(d) != simdjson::SUCCESS) return;
+    if (iterate_within(p, raw).get(d) != simdjson::SUCCESS) return;
     od::object o;
     if (d.get_object().get(o) != simdjson::SUCCESS) return;
     for (auto f : o) {
@@ -348,15 +400,20 @@ class Reader {
     std::string_view args_raw;
 
     for (auto field : e) {
-      std::string_view key;
-      check(field.unescaped_key().get(key), "an event field name");
+      // The key compared as it is written, without unescaping it into a buffer: every field
+      // the model reads has a plain name (a name spelled with escapes is not recognized, and
+      // goes where unknown fields go).
+      simdjson::ondemand::raw_json_string key;
+      check(field.key().get(key), "an event field name");
       od::value v;
       check(field.value().get(v), "an event field value");
-      if (key == "ph") {
+      const char* k = key.raw();
+      const auto is = [&](const char* name) { return key.unsafe_is_equal(name); };
+      if (k[0] == 'p' && is("ph")) {
         check(v.get_string().get(ph), "\"ph\" as a string");
-      } else if (key == "cat") {
+      } else if (k[0] == 'c' && is("cat")) {
         check(v.get_string().get(cat), "\"cat\" as a string");
-      } else if (key == "name") {
+      } else if (k[0] == 'n' && is("name")) {
         od::json_type type = od::json_type::null;
         check(v.type().get(type), "a name");
         if (type == od::json_type::string) {
@@ -364,21 +421,21 @@ class Reader {
         } else {
           name = raw_of(v, "a name");
         }
-      } else if (key == "pid") {
+      } else if (k[0] == 'p' && is("pid")) {
         const Id p = read_id(v);
         pid = p.text.empty() ? p.number : text_pid(p.text);
-      } else if (key == "tid") {
+      } else if (k[0] == 't' && is("tid")) {
         tid = read_id(v);
-      } else if (key == "ts") {
+      } else if (k[0] == 't' && is("ts")) {
         ts = read_micros(v, "ts");
         has_ts = true;
-      } else if (key == "dur") {
+      } else if (k[0] == 'd' && is("dur")) {
         dur = read_micros(v, "dur");
         has_dur = true;
-      } else if (key == "id") {
+      } else if (k[0] == 'i' && is("id")) {
         id = read_id(v);
         has_id = true;
-      } else if (key == "args") {
+      } else if (k[0] == 'a' && is("args")) {
         args_raw = raw_of(v, "\"args\"");
       } else {
         // "bp" (flows bind to the enclosing slice, which is how Kineto writes them), "s",
@@ -491,9 +548,8 @@ class Reader {
   // JSON text in d.other_args. Returns whether `d` holds anything.
   bool read_args(std::string_view raw, Event& e, EventDetail& d, bool gpu_side) {
     if (raw.empty() || raw == "{}") return false;
-    const simdjson::padded_string copy(raw);
     od::document doc;
-    check(args_parser_.iterate(copy).get(doc), "\"args\"");
+    check(iterate_within(args_parser_, raw).get(doc), "\"args\"");
     od::object o;
     if (doc.get_object().get(o) != simdjson::SUCCESS) {
       fail(path_, "expected \"args\" to be an object" + at_event());
@@ -501,12 +557,17 @@ class Reader {
     bool any = false;
     std::string other;
     for (auto f : o) {
-      std::string_view k;
-      check(f.unescaped_key().get(k), "an args key");
+      // The key as it is written (escapes and all): the args are parsed in place, so its text
+      // runs from just after its opening quote to the last quote before the value.
+      simdjson::ondemand::raw_json_string raw_key;
+      check(f.key().get(raw_key), "an args key");
       od::value v;
       check(f.value().get(v), "an args value");
-      const std::string key(k);  // the value's text below may move the key's storage
       const std::string_view value_raw = raw_of(v, "an args value");
+      const char* key_end = value_raw.data();
+      while (key_end > raw_key.raw() && *--key_end != '"') {
+      }
+      const std::string_view key(raw_key.raw(), static_cast<std::size_t>(key_end - raw_key.raw()));
       std::int64_t n = 0;
       const bool is_int = int_of(value_raw, n);
       bool kept = true;
@@ -550,20 +611,8 @@ class Reader {
       }
       if (kept) continue;
       other += other.empty() ? "{" : ",";
-      // The key escaped again from its unescaped text.
       other += '"';
-      for (char c : key) {
-        if (c == '"' || c == '\\') {
-          other += '\\';
-          other += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          other += buf;
-        } else {
-          other += c;
-        }
-      }
+      other += key;  // already escaped as JSON
       other += "\":";
       other += value_raw;
     }
@@ -620,9 +669,8 @@ class Reader {
   void read_metadata_event(std::string_view what, std::int64_t pid, const Id& tid,
                            std::string_view args) {
     if (args.empty()) return;
-    const simdjson::padded_string copy(args);
     od::document doc;
-    check(args_parser_.iterate(copy).get(doc), "\"args\" of a metadata event");
+    check(iterate_within(args_parser_, args).get(doc), "\"args\" of a metadata event");
     od::object o;
     if (doc.get_object().get(o) != simdjson::SUCCESS) return;
     for (auto f : o) {
