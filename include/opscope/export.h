@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
@@ -55,6 +56,11 @@ bool is_valid_json(std::string_view text, std::string* error = nullptr);
 // export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
 // file, the byte offset and what was expected when the file is not a trace.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
+
+// read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
+// order given. Throws the error of the first path (in that order) that could not be read.
+std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
+                                                               unsigned threads = 0);
 
 // Reports as text (an aligned table each), JSON (one object: {"report": [{"column": value,
 // ...}, ...], ...}, the columns HTA's DataFrames have) or CSV (a "# report" line before each

@@ -13,13 +13,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -788,6 +791,34 @@ class Reader {
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
   Reader reader(path, load(path));
   return reader.read();
+}
+
+std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
+                                                               unsigned threads) {
+  std::vector<std::shared_ptr<const ProfilerResult>> out(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, paths.size()));
+  // Each worker takes the next unread path: ranks differ in size, so a fixed split would
+  // leave cores idle behind the largest.
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < paths.size(); i = next++) {
+      try {
+        out[i] = read_trace(paths[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
 }
 
 }  // namespace opscope

@@ -230,5 +230,34 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
   }
 }
 
+// Ranks read in parallel come back in the order given, each the same as read alone; the
+// first unreadable path (in that order) is the error, whichever thread met it first.
+TEST(TraceReader, ReadsRanksInParallelInTheOrderGiven) {
+  const std::vector<std::string> paths = {
+      peers("kineto-traces/trace_filter/sampled_rank-1.json.gz"),
+      peers("kineto-traces/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+      peers("kineto-traces/trace_filter/sampled_rank-0.json.gz")};
+  if (!fs::exists(paths[0])) GTEST_SKIP() << "no ../shared/peers";
+  const auto ranks = read_traces(paths, 3);
+  ASSERT_EQ(ranks.size(), 3u);
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const auto alone = read_trace(paths[i]);
+    EXPECT_EQ(ranks[i]->rank(), alone->rank()) << paths[i];
+    EXPECT_EQ(ranks[i]->events().size(), alone->events().size()) << paths[i];
+  }
+  EXPECT_EQ(ranks[0]->rank(), 1);
+  EXPECT_EQ(ranks[2]->rank(), 0);
+
+  const std::string bad = write_file("bad_rank.json", "{\"traceEvents\": [");
+  const std::vector<std::string> with_bad = {paths[0], "/nonexistent/rank.json", bad};
+  try {
+    read_traces(with_bad, 3);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/rank.json"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace opscope
