@@ -21,6 +21,7 @@
 #include "opscope/export.h"
 #include "opscope/memory.h"
 #include "opscope/result.h"
+#include "support/png_screenshot.h"
 #include "support/test_support.h"
 
 namespace opscope {
@@ -30,162 +31,11 @@ namespace fs = std::filesystem;
 using testing::read_file;
 using testing::TempDir;
 
-// --- a PNG decoder, just enough for a browser's screenshot ----------------------------------
-// 8-bit RGB or RGBA, not interlaced; every chunk's CRC is checked.
-
-struct Image {
-  std::uint32_t width = 0;
-  std::uint32_t height = 0;
-  std::vector<std::uint8_t> rgb;  // 3 bytes per pixel, row after row
-
-  std::array<std::uint8_t, 3> at(std::uint32_t x, std::uint32_t y) const {
-    const std::size_t i = (static_cast<std::size_t>(y) * width + x) * 3;
-    return {rgb[i], rgb[i + 1], rgb[i + 2]};
-  }
-};
-
-std::uint32_t be32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-         p[3];
-}
-
-int paeth(int a, int b, int c) {
-  const int p = a + b - c;
-  const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
-  if (pa <= pb && pa <= pc) return a;
-  return pb <= pc ? b : c;
-}
-
-// Returns the image, or nullopt with `error` set.
-std::optional<Image> decode_png(const std::string& file, std::string* error) {
-  const auto* data = reinterpret_cast<const std::uint8_t*>(file.data());
-  const std::size_t size = file.size();
-  static constexpr std::uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (size < 8 || std::memcmp(data, kSignature, 8) != 0) {
-    *error = "not a PNG file";
-    return std::nullopt;
-  }
-  Image image;
-  int channels = 0;
-  std::string idat;
-  bool ended = false;
-  for (std::size_t pos = 8; !ended;) {
-    if (pos + 12 > size) {
-      *error = "truncated chunk at byte " + std::to_string(pos);
-      return std::nullopt;
-    }
-    const std::uint32_t length = be32(data + pos);
-    if (length > size - pos - 12) {
-      *error = "chunk longer than the file at byte " + std::to_string(pos);
-      return std::nullopt;
-    }
-    const std::string type(reinterpret_cast<const char*>(data + pos + 4), 4);
-    const std::uint8_t* body = data + pos + 8;
-    const std::uint32_t crc = be32(body + length);
-    if (crc32(crc32(0, data + pos + 4, 4), body, length) != crc) {
-      *error = "bad CRC in chunk " + type;
-      return std::nullopt;
-    }
-    if (type == "IHDR") {
-      if (length != 13) {
-        *error = "IHDR of length " + std::to_string(length);
-        return std::nullopt;
-      }
-      image.width = be32(body);
-      image.height = be32(body + 4);
-      const int depth = body[8], color = body[9], interlace = body[12];
-      if (depth != 8 || (color != 2 && color != 6) || interlace != 0) {
-        *error = "unsupported PNG: depth " + std::to_string(depth) + ", colour type " +
-                 std::to_string(color) + ", interlace " + std::to_string(interlace);
-        return std::nullopt;
-      }
-      channels = color == 2 ? 3 : 4;
-    } else if (type == "IDAT") {
-      idat.append(reinterpret_cast<const char*>(body), length);
-    } else if (type == "IEND") {
-      ended = true;
-    }
-    pos += 12 + length;
-  }
-  if (channels == 0 || image.width == 0 || image.height == 0) {
-    *error = "no IHDR";
-    return std::nullopt;
-  }
-
-  // Inflate: one filter byte, then the row's bytes, per row.
-  const std::size_t stride = static_cast<std::size_t>(image.width) * channels;
-  std::vector<std::uint8_t> raw((stride + 1) * image.height);
-  z_stream zs{};
-  inflateInit(&zs);
-  zs.next_in = reinterpret_cast<Bytef*>(idat.data());
-  zs.avail_in = static_cast<uInt>(idat.size());
-  zs.next_out = raw.data();
-  zs.avail_out = static_cast<uInt>(raw.size());
-  const int rc = inflate(&zs, Z_FINISH);
-  inflateEnd(&zs);
-  if (rc != Z_STREAM_END || zs.avail_out != 0) {
-    *error = "image data does not inflate to " + std::to_string(raw.size()) + " bytes";
-    return std::nullopt;
-  }
-
-  // Undo the filters (PNG spec section 9): each byte is predicted from the byte one pixel to
-  // the left (a), the one above (b) and the one above-left (c).
-  std::vector<std::uint8_t> pixels(stride * image.height);
-  for (std::uint32_t y = 0; y < image.height; ++y) {
-    const std::uint8_t filter = raw[y * (stride + 1)];
-    const std::uint8_t* in = &raw[y * (stride + 1) + 1];
-    std::uint8_t* out = &pixels[y * stride];
-    const std::uint8_t* above = y > 0 ? &pixels[(y - 1) * stride] : nullptr;
-    for (std::size_t i = 0; i < stride; ++i) {
-      const int a = i >= static_cast<std::size_t>(channels) ? out[i - channels] : 0;
-      const int b = above != nullptr ? above[i] : 0;
-      const int c =
-          above != nullptr && i >= static_cast<std::size_t>(channels) ? above[i - channels] : 0;
-      int predicted = 0;
-      switch (filter) {
-        case 0:
-          predicted = 0;
-          break;
-        case 1:
-          predicted = a;
-          break;
-        case 2:
-          predicted = b;
-          break;
-        case 3:
-          predicted = (a + b) / 2;
-          break;
-        case 4:
-          predicted = paeth(a, b, c);
-          break;
-        default:
-          *error = "unknown filter type " + std::to_string(filter) + " in row " + std::to_string(y);
-          return std::nullopt;
-      }
-      out[i] = static_cast<std::uint8_t>(in[i] + predicted);
-    }
-  }
-  image.rgb.resize(static_cast<std::size_t>(image.width) * image.height * 3);
-  for (std::size_t p = 0; p < static_cast<std::size_t>(image.width) * image.height; ++p) {
-    for (int k = 0; k < 3; ++k) image.rgb[p * 3 + k] = pixels[p * channels + k];
-  }
-  return image;
-}
-
-// Pixels within `tolerance` of `color` in every channel, in the columns left of `x_end`.
-std::size_t count_color(const Image& image, std::array<std::uint8_t, 3> color, int tolerance = 3,
-                        std::uint32_t x_end = UINT32_MAX) {
-  std::size_t n = 0;
-  for (std::uint32_t y = 0; y < image.height; ++y) {
-    for (std::uint32_t x = 0; x < std::min(x_end, image.width); ++x) {
-      const std::array<std::uint8_t, 3> p = image.at(x, y);
-      bool near = true;
-      for (int k = 0; k < 3; ++k) near = near && std::abs(p[k] - color[k]) <= tolerance;
-      n += near ? 1 : 0;
-    }
-  }
-  return n;
-}
+using testing::count_color;
+using testing::decode_png;
+using testing::find_chromium;
+using testing::Image;
+using testing::paeth;
 
 TEST(PngDecoder, DecodesEveryFilterType) {
   // A 3x5 RGB image whose rows use filters 0 to 4, encoded by hand.
@@ -315,15 +165,6 @@ constexpr Swatch kAbsent[] = {
     {"TEMPORARY", {0x93, 0x70, 0xdb}},        // mediumpurple
     {"AUTOGRAD_DETAIL", {0x41, 0x69, 0xe1}},  // royalblue
 };
-
-// The Chromium binary, or empty when there is none.
-std::string find_chromium() {
-  for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser",
-                           "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable"}) {
-    if (::access(path, X_OK) == 0) return path;
-  }
-  return {};
-}
 
 class MemoryHtml : public ::testing::Test {
  protected:
