@@ -9,12 +9,14 @@
 #include <system_error>
 #include <vector>
 
+#include "analyze_diff.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "export/sink.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
 #include "opscope/trace_analysis.h"
+#include "trace_inputs.h"
 
 namespace opscope::cli {
 namespace {
@@ -45,8 +47,8 @@ std::string report_list() {
 }
 
 std::string analyze_help() {
-  return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv]
-                       [--output FILE] [report settings]
+  return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv|html]
+                       [--output FILE] [--augment OUT] [report settings]
 
 Reads traces written by PyTorch's profiler (Kineto) or by opscope (.json or .json.gz) and
 prints reports with the meaning and the column names of Holistic Trace Analysis.
@@ -57,16 +59,36 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
   --report NAMES     comma-separated, in the order to print (default: temporal):
 )" + report_list() +
          R"(  --format F         text (default: aligned tables), json (one object: table name -> list
-                     of rows keyed by HTA's column names), csv
+                     of rows keyed by HTA's column names), csv, html (one self-contained
+                     page: the tables, and charts of temporal, idle, kernel types and
+                     kernel-dist; open it in any browser, offline)
   --output FILE      write there instead of standard output (replaced whole, or left alone
                      when the command fails; gzip for a name ending in .gz)
+  --augment OUT      also write each trace with the counters of HTA's
+                     generate_trace_with_counters: "Queue Length" per GPU stream and
+                     "Memcpy BW" per kind of copy, after its own events, which stay as they
+                     were. With one trace OUT is the file (gzip for a name ending in .gz);
+                     with several it is a directory (made when missing) that gets
+                     <name>_with_counters.json or .json.gz for each. Without --report, no
+                     report is printed
   --help             this text
+
+  opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
+  TraceDiff); see `opscope analyze diff --help`.
 
 Report settings (HTA's defaults):
   --num-kernels N               kernels: the top kernels of each type kept by name (10)
   --duration-ratio R            kernels: the share of a type's time its named kernels
                                 cover, 0 to 1 (0.8)
   --consecutive-kernel-delay US idle: the longest gap that is kernel_wait, in us (30)
+  --runtime-cutoff US           launch: a runtime call longer than this is an outlier, one
+                                at most this long launching a shorter kernel is a short
+                                kernel, in us (50)
+  --launch-delay-cutoff US      launch: a longer launch delay is an outlier, in us (100)
+  --no-memory-events            launch: leave out cudaMemcpyAsync and cudaMemsetAsync
+  --operator NAME               patterns: the operators whose kernels make a pattern, by a
+                                part of their name (default: every top-level operator)
+  --min-pattern-len N           patterns: the fewest kernels a pattern has (3)
   --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when the
                                 traces hold two or more (it is often cut short)
 
@@ -79,6 +101,7 @@ struct AnalyzeArgs {
   std::vector<std::string> reports;
   ReportFormat format = ReportFormat::kText;
   std::string output;
+  std::string augment;  // --augment: where the traces with counters go; empty: none
   ReportOptions options;
 };
 
@@ -135,25 +158,30 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
         at = comma + 1;
       }
     } else if (arg == "--format") {
-      const std::string f = take();
-      if (f == "text") {
-        a.format = ReportFormat::kText;
-      } else if (f == "json") {
-        a.format = ReportFormat::kJson;
-      } else if (f == "csv") {
-        a.format = ReportFormat::kCsv;
-      } else {
-        throw UsageError("--format expects text, json or csv, got '" + f + "'");
-      }
+      a.format = parse_report_format(take());
     } else if (arg == "--output") {
       a.output = take();
       if (a.output.empty()) throw UsageError("--output expects a file name");
+    } else if (arg == "--augment") {
+      a.augment = take();
+      if (a.augment.empty()) throw UsageError("--augment expects a file or directory name");
     } else if (arg == "--num-kernels") {
       a.options.num_kernels = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
     } else if (arg == "--duration-ratio") {
       a.options.duration_ratio = parse_number(arg, take(), 0, 1);
     } else if (arg == "--consecutive-kernel-delay") {
       a.options.consecutive_kernel_delay_us = parse_number(arg, take(), 0, 1e12);
+    } else if (arg == "--runtime-cutoff") {
+      a.options.runtime_cutoff_us = parse_number(arg, take(), 0, 1e12);
+    } else if (arg == "--launch-delay-cutoff") {
+      a.options.launch_delay_cutoff_us = parse_number(arg, take(), 0, 1e12);
+    } else if (arg == "--no-memory-events") {
+      if (has_inline) throw UsageError("--no-memory-events takes no value");
+      a.options.include_memory_events = false;
+    } else if (arg == "--operator") {
+      a.options.operator_name = take();
+    } else if (arg == "--min-pattern-len") {
+      a.options.min_pattern_len = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
     } else if (arg == "--include-last-step") {
       if (has_inline) throw UsageError("--include-last-step takes no value");
       a.options.drop_last_step = 0;
@@ -163,56 +191,69 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     }
   }
   if (a.paths.empty()) throw UsageError("no trace given: name a trace file or a directory");
-  if (a.reports.empty()) a.reports.push_back("temporal");
+  if (a.reports.empty() && a.augment.empty()) a.reports.push_back("temporal");
   return a;
 }
 
-bool is_trace_name(const std::filesystem::path& p) {
-  const std::string n = p.filename().string();
-  const auto ends = [&](std::string_view s) {
-    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends(".json") || ends(".json.gz");
-}
-
-// The trace files PATHs name: files as given, directories' traces in name order.
-std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::vector<std::string> in_dir;
-      for (const auto& entry : std::filesystem::directory_iterator(p, ec)) {
-        if (entry.is_regular_file() && is_trace_name(entry.path())) {
-          in_dir.push_back(entry.path().string());
-        }
+// Where --augment writes the traces with counters: OUT itself for one trace; for several, OUT
+// is a directory and each trace goes there as <its name without .json or .json.gz>
+// _with_counters.json, or .json.gz when it was gzip (HTA's names). The directory is made when
+// missing, and removed again when the writing fails and leaves it empty.
+void write_augmented(const std::vector<std::string>& files,
+                     const std::vector<std::shared_ptr<const ProfilerResult>>& ranks,
+                     const std::string& out, const ReportOptions& options) {
+  namespace fs = std::filesystem;
+  if (files.size() == 1) {
+    write_traces_with_counters(ranks, files, std::vector<std::string>{out}, options);
+    return;
+  }
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    throw Error("--augment " + out + ": with " + std::to_string(files.size()) +
+                " traces it names the directory to write them to, but it is a file");
+  }
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::string name = fs::path(files[i]).filename().string();
+    const bool gz = name.ends_with(".gz");
+    if (gz) name.resize(name.size() - 3);
+    if (name.ends_with(".json")) name.resize(name.size() - 5);
+    paths.push_back(
+        (fs::path(out) / (name + "_with_counters" + (gz ? ".json.gz" : ".json"))).string());
+    for (std::size_t j = 0; j < i; ++j) {
+      if (paths[j] == paths[i]) {
+        throw Error("--augment: " + files[j] + " and " + files[i] + " would both be written to " +
+                    paths[i] + "; give traces with distinct names");
       }
-      if (ec) throw Error("cannot list " + p + ": " + ec.message());
-      if (in_dir.empty()) throw Error("no .json or .json.gz trace in directory " + p);
-      std::sort(in_dir.begin(), in_dir.end());
-      files.insert(files.end(), in_dir.begin(), in_dir.end());
-    } else if (std::filesystem::exists(p, ec)) {
-      files.push_back(p);
-    } else {
-      throw Error("no such trace file or directory: " + p);
     }
   }
-  return files;
+  const bool made = fs::create_directory(out, ec);
+  if (ec) throw Error("--augment: cannot make directory " + out + ": " + ec.message());
+  try {
+    write_traces_with_counters(ranks, files, paths, options);
+  } catch (const Error&) {
+    if (made) fs::remove(out, ec);  // only when still empty
+    throw;
+  }
 }
 
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Two traces compared (HTA's TraceDiff) rather than reports on one: tools/analyze_diff.cpp.
+  if (args.size() > 1 && args[1] == "diff") return run_analyze_diff(args, out, err);
   const AnalyzeArgs a = parse_analyze(args);
   std::vector<std::shared_ptr<const ProfilerResult>> ranks;
   std::string text;
   try {
     const std::vector<std::string> files = trace_files(a.paths);
+    ranks = read_traces(files);  // the ranks in parallel, one per core
     for (std::size_t i = 0; i < files.size(); ++i) {
-      ranks.push_back(read_trace(files[i]));
-      if (ranks.back()->rank() < 0) {
+      if (ranks[i]->rank() < 0) {
         err << "opscope analyze: " << files[i] << " has no distributedInfo.rank; using rank " << i
             << " (its position)\n";
       }
     }
+    if (!a.augment.empty()) write_augmented(files, ranks, a.augment, a.options);
+    if (a.reports.empty()) return kExitOk;  // --augment alone: nothing to print
     std::vector<Report> reports;
     for (const std::string& name : a.reports) {
       for (Report& r : run_report(name, ranks, a.options)) reports.push_back(std::move(r));
@@ -237,17 +278,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "opscope analyze: " << e.what() << "\n";
     return kExitFailure;
   }
-  if (a.output.empty()) {
-    out << text;
-    return kExitOk;
-  }
   try {
-    // A temporary name renamed when complete (gzip for a name ending in .gz), as every file
-    // opscope writes: a reader never sees half a report, a failure leaves nothing.
-    const std::unique_ptr<internal::Sink> sink =
-        internal::open_file_sink(a.output, {.what = "report"});
-    sink->write(text);
-    sink->commit();
+    write_output(a.output, text, out, "report");
   } catch (const Error& e) {
     err << "opscope analyze: " << e.what() << "\n";
     return kExitFailure;

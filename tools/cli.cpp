@@ -38,7 +38,9 @@ const Subcommand* find_subcommand(const std::string& name) {
 }
 
 // Where a subcommand's own flags end: `opscope sample` passes everything after "--" on.
+// `opscope analyze diff` answers --help with a text of its own (tools/analyze_diff.cpp).
 std::size_t flags_end(const std::vector<std::string>& args) {
+  if (args.size() > 1 && args[0] == "analyze" && args[1] == "diff") return 1;
   if (args.empty() || args[0] != "sample") return args.size();
   return static_cast<std::size_t>(std::find(args.begin(), args.end(), "--") - args.begin());
 }

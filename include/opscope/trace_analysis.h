@@ -41,6 +41,9 @@ struct ReportOptions {
   // everything, 1 drops it. A caller that analyzes the ranks of one job one at a time (the
   // Python package over dask workers) decides once for the job and passes 0 or 1.
   int drop_last_step = -1;
+  // The position of ranks[0] among the traces of the job: a trace without distributedInfo.rank
+  // takes its position as its rank. A caller analyzing ranks one at a time passes each one's.
+  std::int64_t first_position = 0;
   // kernels, kernel-dist
   double duration_ratio = 0.8;
   std::size_t num_kernels = 10;
@@ -54,11 +57,20 @@ struct ReportOptions {
   // empty: every top-level operator), and the fewest kernels a sequence has.
   std::string operator_name;
   std::size_t min_pattern_len = 3;
+  // queue: the launch queue's capacity per stream (CUDA's, HTA's
+  // CUDA_MAX_LAUNCH_QUEUE_PER_STREAM); at this length a launch blocks the CPU.
+  std::size_t max_queue_length = 1024;
 };
 
 // The rank of a result: its distributedInfo.rank, else `fallback` (its position among the
 // traces given).
 std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback);
+
+// The distinct ProfilerStep#N names of a result, sorted. Whether a job's last step is left out
+// (ReportOptions::drop_last_step) depends on every rank: two or more distinct names over the
+// job. A caller that analyzes ranks apart (the Python package over dask workers) collects these
+// per rank and decides once (src/analysis/profiler_steps.cpp).
+std::vector<std::string> profiler_step_names(const ProfilerResult& r);
 
 // How HTA classifies a GPU kernel by name: "COMMUNICATION" (NCCL and the like), "MEMORY"
 // (memcpy, memset, dma), "COMPUTATION" or "OTHER" (synchronizations, ...).
@@ -97,10 +109,114 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
 
 // The CPU operator table of key_averages() for every rank: one row per operator and rank
 // with torch's column names (times in microseconds).
-Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
+Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                       const ReportOptions& options = {});
 
-// (More reports: declared here, implemented in src/analysis/<topic>_reports.cpp, listed in
-// report_kinds() by src/analysis/report_catalog.cpp.)
+// The counters of HTA's trace_counters.py (src/analysis/counter_reports.cpp). A stream's
+// queue length is the number of kernels, copies and sets launched on it (by cudaLaunchKernel,
+// cudaMemcpyAsync, hipLaunchKernel, ...) that have not started yet: +1 at the launching
+// call's start, -1 at the work's start. A kind of copy's bandwidth ("Memcpy DtoH", "Memset",
+// ...) is the sum of the "memory bandwidth (GB/s)" of the copies of that kind running at a
+// time, over every stream. Like every report these leave out the last profiler step as HTA
+// does (ReportOptions::drop_last_step), and cover every rank given (HTA's default is rank 0).
+
+// HTA's get_queue_length_time_series: a row per change of a stream's queue length, per rank,
+// stream and time. ts counts microseconds from the earliest event of all the ranks given, as
+// HTA aligns its traces; pid and tid are the GPU work's. Columns rank (HTA returns a dict by
+// rank), ts, pid, tid, stream, queue_length.
+Report queue_length_time_series(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                const ReportOptions& options = {});
+
+// HTA's get_memory_bw_time_series: a row per change of a kind of copy's bandwidth (GB/s), per
+// rank, kind and time (ts as above). Columns rank, ts, pid, name, memory_bw_gbps.
+Report memory_bw_time_series(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                             const ReportOptions& options = {});
+
+// HTA's get_queue_length_summary ("queue_length"): per rank and stream, pandas' describe()
+// of the queue lengths of the time series (count, mean, std, min, 25%, 50%, 75%, max).
+Report queue_length_summary(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                            const ReportOptions& options = {});
+
+// HTA's get_memory_bw_summary ("memory_bw"): per rank and kind of copy, describe() of the
+// bandwidths of the time series while some copy of the kind runs (the points above 0).
+Report memory_bw_summary(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                         const ReportOptions& options = {});
+
+// HTA's get_time_spent_blocked_on_full_queue ("queue_full"): per rank and stream whose queue
+// reached options.max_queue_length, the microseconds it stayed there
+// (duration_at_max_queue_length) and their share of the rank's trace, from its first event's
+// start to its last one's (relative_duration_at_max_queue_length). HTA keeps one stream per
+// rank (the last); this reports every stream.
+Report time_blocked_on_full_queue(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                  const ReportOptions& options = {});
+
+// The "queue" report: queue_length_summary, memory_bw_summary, time_blocked_on_full_queue.
+std::vector<Report> queue_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                 const ReportOptions& options = {});
+
+// What trace_diff() compares; every field has HTA's default (TraceDiff.compare_traces).
+struct DiffOptions {
+  // The ranks of each side whose events are summed; empty: the smallest rank of that side.
+  std::vector<std::int64_t> control_ranks;
+  std::vector<std::int64_t> test_ranks;
+  // The ProfilerStep#N iterations of each side; empty: the smallest N of that side. An event
+  // belongs to the step its start lies in (CPU side) or to its launcher's (GPU side).
+  std::vector<std::int64_t> control_iterations;
+  std::vector<std::int64_t> test_iterations;
+  enum class Device { kAll, kCpu, kGpu };
+  Device device = Device::kAll;  // kCpu: events without a stream; kGpu: GPU work
+  bool short_names = false;      // group by HTA's shorten_name (no arguments, no templates)
+  std::string control_label = "Control";  // the column prefixes ("Control_counts")
+  std::string test_label = "Test";
+};
+
+// HTA's TraceDiff between two traces (each the results of its ranks, in any order; a rank is
+// distributedInfo.rank, else the position among its side's results). Two tables:
+// "ops_diff", one row per operator or kernel name with {label}_counts, {label}_total_duration
+// (us) for each side, diff_counts and diff_duration (test minus control) and
+// counts_change_categories ("+", "-", "="), the control's names first (sorted), then the
+// test-only ones (sorted); "ops_summary", the names by category (added, deleted, increased,
+// decreased, unchanged) as HTA's ops_diff lists them. Throws Error naming the side and the
+// values it has for a rank or iteration it lacks, or a side without ProfilerStep#N.
+std::vector<Report> trace_diff(std::span<const std::shared_ptr<const ProfilerResult>> control,
+                               std::span<const std::shared_ptr<const ProfilerResult>> test,
+                               const DiffOptions& options = {});
+
+// HTA's shorten_name: a kernel or operator name without its return type, template and
+// function arguments ("void at::native::kernel<float>(int)" -> "at::native::kernel");
+// memory kernels ("Memcpy HtoD ...") unchanged.
+std::string shorten_name(std::string_view name);
+
+// HTA's get_cuda_kernel_launch_stats, for every rank (HTA: rank 0 unless told), two tables.
+// "launch": one row per GPU kernel (and, with options.include_memory_events, memcpy and
+// memset) and the runtime call that launched it (cudaLaunchKernel, cudaLaunchKernelExC,
+// cudaMemcpyAsync, cudaMemsetAsync), paired by correlation id: the call's duration
+// (cpu_duration), the kernel's (gpu_duration), and the time from the call's end to the kernel's
+// start (launch_delay, 0 when the kernel began first); rows in the order the calls began
+// (HTA's: the order of the trace file, which a read trace does not keep).
+// "launch_summary": per rank, the counts HTA's histograms show: launches, short_kernels
+// (a call of at most options.runtime_cutoff_us launching a kernel shorter than the call),
+// runtime_outliers (calls longer than the cutoff), launch_delay_outliers (delays over
+// options.launch_delay_cutoff_us), and the median and 95th percentile of the delay.
+std::vector<Report> cuda_kernel_launch_stats(
+    std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+    const ReportOptions& options = {});
+
+// The per-rank duration distribution of the kernels get_gpu_kernel_breakdown shows one by one
+// (the top kernels of each type, as options.num_kernels and options.duration_ratio pick them on
+// each rank; never "others"): table "kernel_dist", one row per kernel and rank it ran on, with
+// count, sum, mean, stddev, min, quartiles and max of its durations.
+Report kernel_duration_distribution(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                    const ReportOptions& options = {});
+
+// HTA's get_frequent_cuda_kernel_sequences, for every rank (HTA: one rank): the CPU operators
+// whose name contains options.operator_name, at the shallowest call depth any of them has, that
+// launched at least options.min_pattern_len GPU kernels (in their own calls or any nested one);
+// each operator's name and its kernels' names in start order make a pattern. Table "patterns":
+// per rank, each pattern, how often it occurred, and the summed kernel and operator durations;
+// most frequent first. An empty operator_name (HTA requires one) takes every top-level operator.
+Report frequent_cuda_kernel_sequences(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                      const ReportOptions& options = {});
 
 // A report `opscope analyze --report NAME` and run_report() know.
 struct ReportKind {
@@ -116,7 +232,7 @@ std::vector<Report> run_report(std::string_view name,
                                std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                const ReportOptions& options = {});
 
-enum class ReportFormat { kText, kJson, kCsv };
+enum class ReportFormat { kText, kJson, kCsv, kHtml };
 // format_reports() (opscope/export.h) writes reports in each format.
 
 }  // namespace opscope

@@ -23,12 +23,6 @@ std::vector<Report> one(Ranks ranks, const ReportOptions& options) {
   return out;
 }
 
-std::vector<Report> ops(Ranks ranks, const ReportOptions&) {
-  std::vector<Report> out;
-  out.push_back(operator_report(ranks));
-  return out;
-}
-
 const Entry kEntries[] = {
     {{"temporal", "get_temporal_breakdown",
       "per rank: idle, compute and non-compute GPU time over the span from the first GPU "
@@ -42,10 +36,26 @@ const Entry kEntries[] = {
       "GPU time by kernel type over all ranks (kernel_type), and per rank and type the top "
       "kernels with their statistics, the rest as \"others\" (kernels)"},
      gpu_kernel_breakdown},
+    {{"kernel-dist", "get_gpu_kernel_breakdown's per-kernel charts",
+      "the top kernels of each type: per rank, the count, total and spread of their durations"},
+     one<kernel_duration_distribution>},
     {{"overlap", "get_comm_comp_overlap",
       "per rank: the share of communication-kernel time that computation overlapped"},
      one<comm_comp_overlap>},
-    {{"ops", "key_averages().table()", "the CPU operator table, per rank"}, ops},
+    {{"launch", "get_cuda_kernel_launch_stats",
+      "per rank: each kernel launch's runtime-call duration, kernel duration and launch delay "
+      "(launch), and the short kernels and outliers among them (launch_summary)"},
+     cuda_kernel_launch_stats},
+    {{"patterns", "get_frequent_cuda_kernel_sequences",
+      "per rank: the kernel sequences the operators named by --operator launched, with how "
+      "often and how long"},
+     one<frequent_cuda_kernel_sequences>},
+    {{"queue",
+      "get_queue_length_summary, get_memory_bw_summary, get_time_spent_blocked_on_full_queue",
+      "per rank and stream: the launch queue's length (queue_length) and the time it was full "
+      "(queue_full); per rank and kind of copy: the copy bandwidth in GB/s (memory_bw)"},
+     queue_report},
+    {{"ops", "key_averages().table()", "the CPU operator table, per rank"}, one<operator_report>},
 };
 
 }  // namespace

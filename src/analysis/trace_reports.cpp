@@ -106,7 +106,7 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
                  ? round2(100.0 * static_cast<double>(part) / static_cast<double>(kernel_time))
                  : 0.0;
     };
-    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     rows.push_back({rank,
                     {rank, us(idle), us(compute_time), us(non_compute), us(kernel_time), pct(idle),
                      pct(compute_time), pct(non_compute)}});
@@ -140,7 +140,7 @@ Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> 
                      static_cast<double>(overlap_length(comm_union, merged(std::move(comp)))) /
                      static_cast<double>(comm_time))
             : std::numeric_limits<double>::quiet_NaN();
-    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     rows.push_back({rank, {rank, pctg}});
   }
   sort_by_rank(rows);
@@ -192,7 +192,7 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
     std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
       return a.stream != b.stream ? a.stream < b.stream : a.start < b.start;
     });
-    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     for (std::size_t s = 0; s < work.size();) {
       std::size_t t = s;
       std::int64_t idle[3] = {0, 0, 0};
@@ -252,7 +252,7 @@ std::vector<Report> gpu_kernel_breakdown(
   std::vector<KernelRow> kernel_rows;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
-    const std::int64_t rank = rank_of(r, static_cast<std::int64_t>(i));
+    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     std::vector<Interval> of_type[3];
     std::vector<std::vector<std::pair<std::string_view, double>>> durations(3);
     for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
@@ -361,14 +361,16 @@ std::vector<Report> gpu_kernel_breakdown(
   return {std::move(types), std::move(kernels)};
 }
 
-Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
+Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                       const ReportOptions& options) {
   Report r;
   r.name = "ops";
   r.columns = {"rank",          "Name",           "Self CPU %",
                "Self CPU (us)", "CPU total (us)", "CPU time avg (us)",
                "# of Calls"};
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_of(*ranks[i], static_cast<std::int64_t>(i));
+    const std::int64_t rank =
+        rank_of(*ranks[i], options.first_position + static_cast<std::int64_t>(i));
     const KeyAverages avg = key_averages(*ranks[i]);
     for (const FunctionEventAvg& row : avg.rows()) {
       r.rows.push_back({rank, row.key, row.self_cpu_percent_total,

@@ -1,4 +1,4 @@
-// format_reports(): the text, JSON and CSV forms of analysis reports (opscope/trace_analysis.h).
+// format_reports(): the text, JSON and CSV forms (HTML: report_html.cpp) of analysis reports (opscope/trace_analysis.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "export/json_writer.h"
+#include "export/report_html.h"
 #include "opscope/export.h"
 
 namespace opscope {
@@ -41,6 +42,8 @@ std::string csv_field(const std::string& s) {
 std::string format_reports(std::span<const Report> reports, ReportFormat format) {
   std::string out;
   switch (format) {
+    case ReportFormat::kHtml:
+      return internal::reports_html(reports);
     case ReportFormat::kJson: {
       internal::JsonWriter w(4096);
       w.begin_object();

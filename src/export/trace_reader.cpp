@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "export/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/result.h"
@@ -38,94 +39,6 @@ namespace od = simdjson::ondemand;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("cannot read trace " + path + ": " + what);
-}
-
-// The whole of an open file, read into `out` (whose size it becomes).
-void read_all(int fd, const std::string& path, char* out, std::size_t size) {
-  std::size_t at = 0;
-  while (at < size) {
-    const ssize_t n = ::read(fd, out + at, size - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, std::strerror(errno));
-    if (n == 0) fail(path, "the file shrank while it was read");
-    at += static_cast<std::size_t>(n);
-  }
-}
-
-// The bytes of the file, inflated when they are gzip, in a buffer padded as simdjson needs.
-// A plain file is read straight into that buffer and a gzip file inflated straight into it
-// (libdeflate, whose size hint is the gzip trailer), so the text is written once.
-simdjson::padded_string load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
-  const auto size = static_cast<std::size_t>(st.st_size);
-  unsigned char magic[2] = {0, 0};
-  if (size >= 2) read_all(fd, path, reinterpret_cast<char*>(magic), 2);
-  const bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
-  if (!gzip) {
-    simdjson::padded_string json(size);
-    std::memcpy(json.data(), magic, std::min<std::size_t>(size, 2));
-    if (size > 2) read_all(fd, path, json.data() + 2, size - 2);
-    return json;
-  }
-  std::string raw(size, '\0');
-  std::memcpy(raw.data(), magic, 2);
-  read_all(fd, path, raw.data() + 2, size - 2);
-
-  std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
-      libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
-  if (!d) fail(path, "out of memory");
-  // The common case: one member, whose trailer holds its size modulo 2^32.
-  if (size >= 18) {
-    std::uint32_t isize = 0;
-    std::memcpy(&isize, raw.data() + raw.size() - 4, 4);
-    // Deflate shrinks data at most 1032:1, so a size beyond that is a corrupt hint.
-    if (isize <= size * 1032) {
-      simdjson::padded_string json(isize);
-      std::size_t used_in = 0, produced = 0;
-      if (libdeflate_gzip_decompress_ex(d.get(), raw.data(), size, json.data(), isize, &used_in,
-                                        &produced) == LIBDEFLATE_SUCCESS &&
-          used_in == size && produced == isize) {
-        return json;
-      }
-    }
-  }
-  // Several members, or a member of 4 GiB or more: each member inflated in turn, the buffer
-  // grown as needed.
-  std::string out;
-  std::size_t in_at = 0;
-  while (in_at < raw.size()) {
-    const std::size_t left = raw.size() - in_at;
-    if (left < 18) fail(path, "truncated gzip data at byte " + std::to_string(in_at));
-    std::size_t room = std::min<std::size_t>(left * 4, left * 1032 + 4096);
-    for (;;) {
-      const std::size_t base = out.size();
-      out.resize(base + room);
-      std::size_t used_in = 0, produced = 0;
-      const libdeflate_result r = libdeflate_gzip_decompress_ex(
-          d.get(), raw.data() + in_at, left, out.data() + base, room, &used_in, &produced);
-      if (r == LIBDEFLATE_SUCCESS) {
-        out.resize(base + produced);
-        in_at += used_in;
-        break;
-      }
-      out.resize(base);
-      if (r == LIBDEFLATE_INSUFFICIENT_SPACE && room < left * 1032 + 4096) {
-        room *= 2;
-        continue;
-      }
-      fail(path, "not valid gzip data (corrupt or truncated) in the member at byte " +
-                     std::to_string(in_at));
-    }
-  }
-  return simdjson::padded_string(out);
 }
 
 // Microseconds written as a JSON number (or a string holding one; the text without the
@@ -789,7 +702,7 @@ class Reader {
 }  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
-  Reader reader(path, load(path));
+  Reader reader(path, internal::load_trace_text(path));
   return reader.read();
 }
 

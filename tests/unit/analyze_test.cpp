@@ -182,10 +182,13 @@ TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   std::tie(code, text) = shell(kCli + " analyze x.json --report temporal,nope");
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("'nope'"), std::string::npos) << text;
-  EXPECT_NE(text.find("temporal, idle, kernels, overlap, ops"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("temporal, idle, kernels, kernel-dist, overlap, launch, patterns, queue, ops"),
+      std::string::npos)
+      << text;
   std::tie(code, text) = shell(kCli + " analyze x.json --format xml");
   EXPECT_EQ(code, 2);
-  EXPECT_NE(text.find("text, json or csv, got 'xml'"), std::string::npos) << text;
+  EXPECT_NE(text.find("text, json, csv or html, got 'xml'"), std::string::npos) << text;
   std::tie(code, text) = shell(kCli + " analyze /nonexistent/trace.json");
   EXPECT_EQ(code, 1);
   EXPECT_NE(text.find("no such trace file or directory: /nonexistent/trace.json"),

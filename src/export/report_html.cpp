@@ -1,0 +1,318 @@
+// format_reports(..., ReportFormat::kHtml): the reports of `opscope analyze` as one
+// self-contained page. Where a person would rather look than read, a report comes with a chart
+// drawn as inline SVG (no script, no style sheet or font fetched: the page opens offline and
+// prints): the temporal breakdown per rank, idle time per stream, GPU time by kernel type and
+// the duration distribution of the top kernels across ranks. Every report also comes as a
+// table with every row, so nothing is only in a picture.
+#include "export/report_html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace opscope::internal {
+namespace {
+
+std::string escaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A chart's value label: whole units from 100 up, else two decimals.
+std::string amount(double v) {
+  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v);
+}
+
+std::optional<std::size_t> column(const Report& r, std::string_view name) {
+  for (std::size_t c = 0; c < r.columns.size(); ++c) {
+    if (r.columns[c] == name) return c;
+  }
+  return std::nullopt;
+}
+
+double number(const ReportCell& cell) {
+  if (const auto* i = std::get_if<std::int64_t>(&cell)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&cell)) return std::isfinite(*d) ? *d : 0.0;
+  return 0.0;
+}
+
+std::string text(const ReportCell& cell) {
+  if (const auto* i = std::get_if<std::int64_t>(&cell)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&cell)) {
+    if (!std::isfinite(*d)) return "NaN";
+    std::string s = fmt::format("{:.3f}", *d);
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+    return s;
+  }
+  return std::get<std::string>(cell);
+}
+
+// Names that do not fit a chart's label column keep their start and end.
+std::string shortened(const std::string& s, std::size_t max) {
+  if (s.size() <= max) return s;
+  return s.substr(0, max / 2 - 1) + "…" + s.substr(s.size() - (max / 2 - 1));
+}
+
+// One part of a stacked bar: its legend name and CSS colour.
+struct Part {
+  const char* name;
+  const char* color;
+};
+
+// Horizontal bars, one per label, each stacked from `parts` (values in one unit), with a
+// legend; the widest bar fills the plot.
+void stacked_bars(std::string& html, const std::string& title, const std::string& unit,
+                  const std::vector<std::string>& labels,
+                  const std::vector<std::vector<double>>& values, const std::vector<Part>& parts) {
+  constexpr int kLabelWidth = 260, kPlotWidth = 600, kBar = 22, kGap = 8, kTop = 30;
+  const int legend_y = kTop + static_cast<int>(labels.size()) * (kBar + kGap) + 10;
+  const int height = legend_y + 40;
+  double widest = 0;
+  for (const auto& row : values) {
+    double sum = 0;
+    for (const double v : row) sum += std::max(v, 0.0);
+    widest = std::max(widest, sum);
+  }
+  if (widest <= 0) widest = 1;
+  auto out = std::back_inserter(html);
+  fmt::format_to(out,
+                 "<svg class=\"chart\" width=\"{}\" height=\"{}\" role=\"img\" "
+                 "aria-label=\"{}\">\n<text x=\"0\" y=\"18\" class=\"title\">{}</text>\n",
+                 kLabelWidth + kPlotWidth + 120, height, escaped(title), escaped(title));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const int y = kTop + static_cast<int>(i) * (kBar + kGap);
+    fmt::format_to(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelWidth - 8,
+                   y + kBar - 6, escaped(shortened(labels[i], 40)));
+    double x = kLabelWidth;
+    double sum = 0;
+    for (std::size_t p = 0; p < parts.size() && p < values[i].size(); ++p) {
+      const double v = std::max(values[i][p], 0.0);
+      const double w = v / widest * kPlotWidth;
+      sum += v;
+      if (w > 0) {
+        fmt::format_to(out,
+                       "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+                       "<title>{}: {} {} {}</title></rect>\n",
+                       x, y, w, kBar, parts[p].color, escaped(labels[i]), parts[p].name, amount(v),
+                       escaped(unit));
+      }
+      x += w;
+    }
+    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n", x + 6, y + kBar - 6,
+                   amount(sum), escaped(unit));
+  }
+  int lx = kLabelWidth;
+  for (const Part& p : parts) {
+    fmt::format_to(out,
+                   "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>"
+                   "<text x=\"{}\" y=\"{}\">{}</text>\n",
+                   lx, legend_y, p.color, lx + 20, legend_y + 12, p.name);
+    lx += 40 + 8 * static_cast<int>(std::string_view(p.name).size());
+  }
+  html += "</svg>\n";
+}
+
+// temporal: per rank, the kernel time split into compute, non-compute and idle (percent).
+void temporal_chart(std::string& html, const Report& r) {
+  const auto rank = column(r, "rank");
+  const auto idle = column(r, "idle_time_pctg");
+  const auto compute = column(r, "compute_time_pctg");
+  const auto non_compute = column(r, "non_compute_time_pctg");
+  if (!rank || !idle || !compute || !non_compute || r.rows.empty()) return;
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> values;
+  for (const auto& row : r.rows) {
+    labels.push_back("rank " + text(row[*rank]));
+    values.push_back({number(row[*compute]), number(row[*non_compute]), number(row[*idle])});
+  }
+  stacked_bars(html, "GPU time per rank", "%", labels, values,
+               {{"compute", "seagreen"}, {"non-compute", "darkorange"}, {"idle", "silver"}});
+}
+
+// idle: per rank and stream, the idle time by cause.
+void idle_chart(std::string& html, const Report& r) {
+  const auto rank = column(r, "rank");
+  const auto stream = column(r, "stream");
+  const auto category = column(r, "idle_category");
+  const auto time = column(r, "idle_time");
+  if (!rank || !stream || !category || !time || r.rows.empty()) return;
+  static constexpr const char* kCategories[] = {"host_wait", "kernel_wait", "other"};
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> values;
+  for (const auto& row : r.rows) {
+    const std::string label = "rank " + text(row[*rank]) + ", stream " + text(row[*stream]);
+    if (labels.empty() || labels.back() != label) {
+      labels.push_back(label);
+      values.emplace_back(3, 0.0);
+    }
+    for (std::size_t c = 0; c < 3; ++c) {
+      if (text(row[*category]) == kCategories[c]) values.back()[c] += number(row[*time]);
+    }
+  }
+  stacked_bars(html, "Idle time per stream", "us", labels, values,
+               {{"host_wait", "crimson"}, {"kernel_wait", "royalblue"}, {"other", "gray"}});
+}
+
+// kernel_type: GPU time by kernel type (and overlaps of types), over all ranks.
+void kernel_type_chart(std::string& html, const Report& r) {
+  const auto type = column(r, "kernel_type");
+  const auto pct = column(r, "percentage");
+  if (!type || !pct || r.rows.empty()) return;
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> values;
+  for (const auto& row : r.rows) {
+    labels.push_back(text(row[*type]));
+    values.push_back({number(row[*pct])});
+  }
+  stacked_bars(html, "GPU time by kernel type", "%", labels, values,
+               {{"share of GPU time", "mediumpurple"}});
+}
+
+// kernel-dist: for each top kernel, its duration distribution on every rank as a box (25% to
+// 75%) with whiskers (min to max) and the median, on one scale per kernel.
+void distribution_chart(std::string& html, const Report& r) {
+  const auto name = column(r, "name");
+  const auto rank = column(r, "rank");
+  const auto lo = column(r, "min (us)");
+  const auto q1 = column(r, "25%");
+  const auto med = column(r, "50%");
+  const auto q3 = column(r, "75%");
+  const auto hi = column(r, "max (us)");
+  if (!name || !rank || !lo || !q1 || !med || !q3 || !hi || r.rows.empty()) return;
+  // Kernels in their first-row order, each with its ranks' rows.
+  std::vector<std::string> kernels;
+  std::map<std::string, std::vector<const std::vector<ReportCell>*>> rows_of;
+  for (const auto& row : r.rows) {
+    const std::string k = text(row[*name]);
+    if (!rows_of.contains(k)) kernels.push_back(k);
+    rows_of[k].push_back(&row);
+  }
+  constexpr int kLabelWidth = 260, kPlotWidth = 600, kBox = 14, kGap = 6, kKernelGap = 18;
+  int height = 30;
+  for (const auto& k : kernels) {
+    height += 18 + static_cast<int>(rows_of[k].size()) * (kBox + kGap) + kKernelGap;
+  }
+  auto out = std::back_inserter(html);
+  fmt::format_to(out,
+                 "<svg class=\"chart\" width=\"{}\" height=\"{}\" role=\"img\" "
+                 "aria-label=\"Kernel durations across ranks\">\n<text x=\"0\" y=\"18\" "
+                 "class=\"title\">Kernel durations across ranks (us; box 25% to 75%, line the "
+                 "median, whiskers min to max)</text>\n",
+                 kLabelWidth + kPlotWidth + 120, height);
+  int y = 30;
+  for (const auto& k : kernels) {
+    double top = 0;
+    for (const auto* row : rows_of[k]) top = std::max(top, number((*row)[*hi]));
+    if (top <= 0) top = 1;
+    const auto X = [&](double v) { return kLabelWidth + v / top * kPlotWidth; };
+    fmt::format_to(out, "<text x=\"0\" y=\"{}\" class=\"kernel\">{}</text>\n", y + 12,
+                   escaped(shortened(k, 110)));
+    y += 18;
+    for (const auto* row : rows_of[k]) {
+      const auto& c = *row;
+      const double mid = y + kBox / 2.0;
+      fmt::format_to(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n",
+                     kLabelWidth - 8, y + kBox - 2, escaped(text(c[*rank])));
+      fmt::format_to(out,
+                     "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                     "stroke=\"black\"/>\n",
+                     X(number(c[*lo])), mid, X(number(c[*hi])), mid);
+      fmt::format_to(out,
+                     "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"teal\" "
+                     "stroke=\"black\"><title>{}, rank {}: min {} / 25% {} / median {} / 75% {} "
+                     "/ max {} us</title></rect>\n",
+                     X(number(c[*q1])), y, std::max(1.0, X(number(c[*q3])) - X(number(c[*q1]))),
+                     kBox, escaped(k), escaped(text(c[*rank])), text(c[*lo]), text(c[*q1]),
+                     text(c[*med]), text(c[*q3]), text(c[*hi]));
+      fmt::format_to(out,
+                     "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"white\" "
+                     "stroke-width=\"2\"/>\n",
+                     X(number(c[*med])), y, X(number(c[*med])), y + kBox);
+      fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\">{} us</text>\n", X(number(c[*hi])) + 6,
+                     y + kBox - 2, text(c[*hi]));
+      y += kBox + kGap;
+    }
+    y += kKernelGap;
+  }
+  html += "</svg>\n";
+}
+
+void table(std::string& html, const Report& r) {
+  auto out = std::back_inserter(html);
+  html += "<table>\n<thead><tr>";
+  for (const std::string& c : r.columns) fmt::format_to(out, "<th>{}</th>", escaped(c));
+  html += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : r.rows) {
+    html += "<tr>";
+    for (const ReportCell& cell : row) {
+      fmt::format_to(out, "<td{}>{}</td>",
+                     std::holds_alternative<std::string>(cell) ? "" : " class=\"n\"",
+                     escaped(text(cell)));
+    }
+    html += "</tr>\n";
+  }
+  if (r.rows.empty()) {
+    fmt::format_to(out, "<tr><td colspan=\"{}\">(no rows)</td></tr>\n",
+                   std::max<std::size_t>(1, r.columns.size()));
+  }
+  html += "</tbody>\n</table>\n";
+}
+
+}  // namespace
+
+std::string reports_html(std::span<const Report> reports) {
+  std::string html;
+  html.reserve(64 * 1024);
+  html +=
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>opscope analyze</title>\n<style>\n"
+      "body{font:14px sans-serif;margin:24px;color:#222}\n"
+      "h2{margin-top:32px}\n"
+      "svg.chart{display:block;margin:12px 0;font:12px sans-serif}\n"
+      "svg .title{font-weight:bold;font-size:14px}\n"
+      "svg .kernel{font-family:monospace}\n"
+      "table{border-collapse:collapse;margin:8px 0}\n"
+      "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}\n"
+      "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+      "</style>\n</head>\n<body>\n<h1>opscope analyze</h1>\n";
+  auto out = std::back_inserter(html);
+  for (const Report& r : reports) {
+    fmt::format_to(out, "<section id=\"{}\">\n<h2>{}</h2>\n", escaped(r.name), escaped(r.name));
+    if (r.name == "temporal") temporal_chart(html, r);
+    if (r.name == "idle") idle_chart(html, r);
+    if (r.name == "kernel_type") kernel_type_chart(html, r);
+    if (r.name == "kernel_dist") distribution_chart(html, r);
+    table(html, r);
+    html += "</section>\n";
+  }
+  html += "</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace opscope::internal

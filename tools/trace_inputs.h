@@ -1,0 +1,27 @@
+// What the trace-reading subcommands share (analyze, analyze diff, merge): which files a list of
+// paths names, the --format values, and writing the result whole or not at all.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "opscope/trace_analysis.h"
+
+namespace opscope::cli {
+
+// The trace files `paths` name: files as given; a directory's .json and .json.gz files (its top
+// level, as HTA lists it) in name order, leaving out `exclude` (an output file that may lie
+// among them). Throws Error for a path that does not exist or a directory without traces.
+std::vector<std::string> trace_files(const std::vector<std::string>& paths,
+                                     const std::string& exclude = {});
+
+// text, json, csv or html; otherwise a UsageError naming the value and those allowed.
+ReportFormat parse_report_format(const std::string& text);
+
+// `text` to `output`: standard output when it is empty, else the file, written under a
+// temporary name renamed when complete (gzip for a name ending in .gz), so that a reader never
+// sees half of it and a failure leaves nothing. Throws Error.
+void write_output(const std::string& output, const std::string& text, std::ostream& out,
+                  const char* what);
+
+}  // namespace opscope::cli
