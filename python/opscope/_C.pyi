@@ -1,6 +1,6 @@
 # Typing stubs for opscope._C, the native module behind opscope.profiler.
 # Times are float microseconds unless a name ends in _ns.
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 import enum
 
 __version__: str
@@ -248,3 +248,24 @@ class CapturedTraceback:
     def format(self) -> List[str]: ...
 
 def capture_traceback(limit: Optional[int] = None) -> CapturedTraceback: ...
+
+# The engine of opscope.analysis (python/src/analysis.cpp).
+class TraceFile:
+    """A trace (.json or .json.gz) read for analysis; pickles as its path (read again where it
+    is unpickled)."""
+    def __init__(self, path: str) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def rank(self) -> int: ...  # distributedInfo.rank, -1 when the trace has none
+    def profiler_step_names(self) -> List[str]: ...  # distinct ProfilerStep#N names, sorted
+
+def report_kinds() -> List[Tuple[str, str, str]]: ...  # (name, HTA method, summary)
+
+# options: ReportOptions fields by name (drop_last_step, first_position, duration_ratio,
+# num_kernels, consecutive_kernel_delay_us, runtime_cutoff_us, launch_delay_cutoff_us,
+# include_memory_events, operator_name, min_pattern_len, max_queue_length).
+# Returns (table name, column names, columns): numbers as numpy arrays, text as lists.
+def run_report(
+    name: str, traces: List[TraceFile], options: Dict[str, Any] = ...
+) -> List[Tuple[str, List[str], List[Any]]]: ...

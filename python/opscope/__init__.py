@@ -14,6 +14,16 @@ __version__ = _C.__version__
 __all__ = ["profiler", "traceback", "module", "get_include", "__version__"]
 
 
+def __getattr__(name):
+    # opscope.analysis (HTA's TraceAnalysis) needs pandas: imported on first use only, so that
+    # `import opscope` stays light for a program that only profiles.
+    if name == "analysis":
+        import importlib
+
+        return importlib.import_module(".analysis", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def get_include() -> str:
     """The folder to add to an extension's include path for ``opscope/python_capi.h``, the C
     API through which C and C++ extensions record ranges into opscope's session."""

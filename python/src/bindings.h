@@ -25,5 +25,8 @@ void bind_testing(pybind11::module_& m);
 void bind_record_function_fast(pybind11::module_& m);
 // opscope.traceback: capture() and the CapturedTraceback type (python/src/traceback.cpp).
 void bind_traceback(pybind11::module_& m);
+// TraceFile, report_kinds() and run_report(), the engine of opscope.analysis
+// (python/src/analysis.cpp).
+void bind_analysis(pybind11::module_& m);
 
 }  // namespace opscope::python

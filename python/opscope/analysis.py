@@ -1,0 +1,454 @@
+"""Holistic Trace Analysis's ``TraceAnalysis`` on opscope's C++ engine.
+
+A user of HTA changes one import::
+
+    # from hta.trace_analysis import TraceAnalysis
+    from opscope.analysis import TraceAnalysis
+
+    analyzer = TraceAnalysis(trace_dir="/path/to/traces")
+    temporal = analyzer.get_temporal_breakdown(visualize=False)
+    kernel_types, kernels = analyzer.get_gpu_kernel_breakdown(visualize=False)
+
+The methods keep HTA's names, arguments, defaults (including HTA's "rank 0 only" defaults) and
+return shapes; the DataFrames have HTA's columns. The reports themselves are the ones of
+``opscope analyze`` (include/opscope/trace_analysis.h), computed in C++ with the GIL released.
+
+``client``: a ``dask.distributed.Client``. Each rank's trace is then read and analyzed on a
+worker (the trace stays in that worker's memory between calls), and only the result tables
+travel back; the decisions that depend on the whole job (whether the last profiler step is left
+out, the rank of a trace without one) are made once here and passed to every worker.
+Without a client everything runs in this process, one engine call over all ranks.
+
+Differences from HTA, each deliberate:
+
+* ``visualize=True`` draws nothing: opscope returns the same tables and warns once per call site
+  (``UserWarning``) that it has no figures; plot the DataFrames with plotly if you want HTA's.
+  HTA's ``get_idle_time_breakdown(visualize=True)`` turns ``stream`` into strings for its plot;
+  here ``stream`` is always an integer.
+* A trace without ``distributedInfo.rank`` takes its position among the job's files as its rank
+  (HTA gives every such file rank 0, so two of them replace each other).
+* Timestamps keep their nanoseconds, as HTA does with ``HTA_DISABLE_NS_ROUNDING=1``.
+* A directory's traces are its top-level files ending in ``.json`` or ``.json.gz`` (HTA also
+  takes any other ``.gz``), in name order, as for ``opscope analyze``.
+
+This module imports pandas; ``import opscope`` does not import it (nor this module).
+"""
+
+import os
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import pandas as pd
+
+from . import _C
+
+__all__ = ["TraceAnalysis"]
+
+# HTA's default trace_dir (hta/configs/default_values.py).
+_DEFAULT_TRACE_DIR = "/tmp/trace"
+
+
+# --- What runs on a dask worker -------------------------------------------------------------
+# Module-level functions, so that dask pickles them by reference (the worker imports
+# opscope.analysis) rather than by value.
+
+
+def _read(path: str) -> "_C.TraceFile":
+    """One rank's trace, read on the worker that will analyze it."""
+    return _C.TraceFile(path)
+
+
+def _step_names(trace: "_C.TraceFile") -> List[str]:
+    """The rank's distinct ProfilerStep#N names: the job decides from their union."""
+    return trace.profiler_step_names()
+
+
+def _rank(trace: "_C.TraceFile") -> int:
+    return trace.rank
+
+
+def _run(trace: "_C.TraceFile", report: str, options: Dict[str, Any]) -> list:
+    """One report over one rank: (table name, columns, column values) tuples."""
+    return _C.run_report(report, [trace], options)
+
+
+# --- Tables into DataFrames -----------------------------------------------------------------
+
+
+def _frame(columns: Sequence[str], data: Sequence[Any]) -> pd.DataFrame:
+    # Column-wise from the engine (numpy arrays for numbers), so no per-row Python loop.
+    return pd.DataFrame({c: v for c, v in zip(columns, data)}, columns=list(columns))
+
+
+def _kernel_type_table(
+    frames: List[pd.DataFrame], include_memory: bool = True
+) -> pd.DataFrame:
+    """HTA's kernel_type table over several ranks' own: each label's time summed over the ranks,
+    sorted by that sum (largest first), with its share of the total in percent, one decimal
+    (the steps and the arithmetic of HTA's get_gpu_kernel_breakdown). Without
+    `include_memory`, memory kernels' time is left out, as in HTA's include_memory_kernels=False.
+    """
+    df = pd.concat(frames, ignore_index=True)
+    if not include_memory:
+        df = df[df["kernel_type"] != "MEMORY"]
+        labels = df["kernel_type"].str.replace(" overlapping MEMORY", "", regex=False)
+        df = df.assign(kernel_type=labels)
+    df = df.groupby(by=["kernel_type"])["sum"].agg(["sum"]).reset_index()
+    # Stable, so that equal sums keep the labels' alphabetical order from groupby (HTA's
+    # quicksort leaves such ties in no particular order).
+    df = df.sort_values(by=["sum"], ascending=False, kind="mergesort", ignore_index=True)
+    df["percentage"] = (df["sum"] / df["sum"].sum()) * 100
+    return df.round({"percentage": 1})
+
+
+def _in_rank_order(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    """A per-rank table in HTA's order: by rank (stable, each rank's rows as the engine gave
+    them), except HTA's per-kernel table, sorted by kernel type, name and then rank."""
+    keys = ["kernel_type", "name", "rank"] if table == "kernels" else ["rank"]
+    return df.sort_values(by=keys, kind="mergesort", ignore_index=True)
+
+
+def _index_per_rank(df: pd.DataFrame) -> pd.DataFrame:
+    """HTA builds some tables rank by rank and concatenates them without ignore_index: each
+    rank's rows are numbered from 0 again."""
+    df.index = df.groupby("rank", sort=False).cumcount().to_numpy()
+    return df
+
+
+def _visualize_ignored(method: str, visualize: bool) -> None:
+    if visualize:
+        warnings.warn(
+            f"opscope.analysis.TraceAnalysis.{method}: visualize=True draws no figure in "
+            "opscope (the returned DataFrames are HTA's); pass visualize=False",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+class TraceAnalysis:
+    """The traces of one job (one file per rank), analyzed like HTA's ``TraceAnalysis``.
+
+    Args:
+        trace_files: HTA's: a dict {rank: file} (the key is the rank, whatever the trace says)
+            or a list of files; a relative name is taken inside ``trace_dir``. None: every
+            trace in ``trace_dir``.
+        trace_dir: the folder of the traces (HTA's default ``/tmp/trace``).
+        include_last_profiler_step: keep the last ProfilerStep#N, which HTA (and so opscope)
+            leaves out by default when the job's traces hold two or more distinct steps (the last
+            is often cut short).
+        client: a ``dask.distributed.Client`` to read and analyze each rank on a worker; its
+            workers must be able to import opscope (``PYTHONPATH`` is inherited by the workers
+            that ``LocalCluster`` starts). None: everything in this process.
+
+    The traces are read here, once (as HTA loads them in its constructor); reading or
+    analyzing errors are RuntimeError with opscope's message, wrong arguments ValueError.
+    """
+
+    def __init__(
+        self,
+        trace_files: Optional[Union[Dict[int, str], List[str]]] = None,
+        trace_dir: Optional[str] = None,
+        include_last_profiler_step: Optional[bool] = False,
+        client: Any = None,
+    ) -> None:
+        trace_dir = _DEFAULT_TRACE_DIR if trace_dir is None else str(trace_dir)
+        paths, given_ranks = self._trace_paths(trace_files, trace_dir)
+        self._client = client
+        if client is None:
+            self._traces = [_C.TraceFile(p) for p in paths]
+            own_ranks = [t.rank for t in self._traces]
+            step_names = [t.profiler_step_names() for t in self._traces]
+        else:
+            # Futures: each trace stays on the worker that read it, and later reports run there.
+            # pure=False: a path names a file whose content may change between two analyses.
+            self._traces = [client.submit(_read, p, pure=False) for p in paths]
+            own_ranks = client.gather([client.submit(_rank, t) for t in self._traces])
+            step_names = client.gather([client.submit(_step_names, t) for t in self._traces])
+        # The job's decisions, once for every rank (see ReportOptions in trace_analysis.h):
+        # HTA leaves the last step out when the union of all ranks' step names has two or more.
+        all_steps = set().union(*step_names) if step_names else set()
+        self._drop_last_step = int(not include_last_profiler_step and len(all_steps) >= 2)
+        # A file's rank: the key it was given, else the trace's own, else its position.
+        self._ranks: List[int] = []
+        for position, own in enumerate(own_ranks):
+            if given_ranks is not None:
+                rank = given_ranks[position]
+            else:
+                rank = own if own >= 0 else position
+            self._ranks.append(rank)
+        if len(set(self._ranks)) != len(self._ranks):
+            raise ValueError(
+                f"two traces have the same rank: {dict(zip(paths, self._ranks))}; give "
+                "trace_files as {rank: file}"
+            )
+        # The rank the engine writes for a file (its own, else its position), where the caller's
+        # {rank: file} says otherwise.
+        engine_ranks = [own if own >= 0 else p for p, own in enumerate(own_ranks)]
+        self._relabel = (
+            dict(zip(engine_ranks, self._ranks)) if engine_ranks != self._ranks else None
+        )
+        # Positions in rank order: HTA lists ranks sorted.
+        self._order = sorted(range(len(paths)), key=lambda i: self._ranks[i])
+        # HTA's Trace.trace_files: {rank: file}, in rank order.
+        self.trace_files: Dict[int, str] = {self._ranks[i]: paths[i] for i in self._order}
+
+    @staticmethod
+    def _trace_paths(trace_files, trace_dir) -> Tuple[List[str], Optional[List[int]]]:
+        """The job's files in their positions, and the ranks the caller gave them (or None)."""
+
+        def inside(name: str) -> str:
+            name = os.fspath(name)
+            return name if os.path.isabs(name) else os.path.join(trace_dir, name)
+
+        if trace_files is None:
+            if not os.path.isdir(trace_dir):
+                raise ValueError(f"trace_dir {trace_dir!r} is not a directory")
+            names = sorted(
+                n
+                for n in os.listdir(trace_dir)
+                if (n.endswith(".json") or n.endswith(".json.gz"))
+                and os.path.isfile(os.path.join(trace_dir, n))
+            )
+            if not names:
+                raise ValueError(f"no .json or .json.gz trace in directory {trace_dir!r}")
+            return [os.path.join(trace_dir, n) for n in names], None
+        if isinstance(trace_files, dict):
+            ranks = sorted(trace_files)
+            return [inside(trace_files[r]) for r in ranks], [int(r) for r in ranks]
+        if isinstance(trace_files, (list, tuple)):
+            if not trace_files:
+                raise ValueError("trace_files is empty; give at least one trace")
+            return [inside(f) for f in trace_files], None
+        raise ValueError(
+            f"trace_files must be a dict {{rank: file}} or a list of files, got "
+            f"{type(trace_files).__name__}"
+        )
+
+    # --- Running reports --------------------------------------------------------------------
+
+    def _positions_of(self, ranks: Optional[Sequence[int]]) -> List[int]:
+        """The positions of the files of `ranks` (None: all), in the order given."""
+        if ranks is None:
+            return list(self._order)
+        where = {r: i for i, r in enumerate(self._ranks)}
+        missing = [r for r in ranks if r not in where]
+        if missing:
+            raise ValueError(
+                f"rank(s) {missing} not among the traces' ranks {sorted(self._ranks)}"
+            )
+        return [where[r] for r in ranks]
+
+    def _report(
+        self, report: str, options: Dict[str, Any], ranks: Optional[Sequence[int]] = None
+    ) -> Dict[str, pd.DataFrame]:
+        """{table name: DataFrame} of `report` over every rank, or only over `ranks`."""
+        options = dict(options, drop_last_step=self._drop_last_step)
+        if self._client is None and ranks is None:
+            # One engine call over every rank, in their positions (so first_position is 0).
+            tables = _C.run_report(report, self._traces, dict(options, first_position=0))
+            out = {}
+            for name, columns, data in tables:
+                df = _frame(columns, data)
+                if self._relabel is not None and "rank" in df.columns:
+                    df["rank"] = df["rank"].map(self._relabel)
+                    df = _in_rank_order(name, df)
+                out[name] = df
+            return out
+        positions = self._positions_of(ranks)
+        # Each rank apart (on its worker when there is a client), told its position and the
+        # job's step decision; the tables are put together here.
+        if self._client is None:
+            per_rank = [
+                _run(self._traces[i], report, dict(options, first_position=i)) for i in positions
+            ]
+        else:
+            per_rank = self._client.gather(
+                [
+                    self._client.submit(
+                        _run, self._traces[i], report, dict(options, first_position=i)
+                    )
+                    for i in positions
+                ]
+            )
+        return self._combine(per_rank, positions)
+
+    def _combine(self, per_rank: List[list], positions: List[int]) -> Dict[str, pd.DataFrame]:
+        frames: Dict[str, List[pd.DataFrame]] = {}
+        for i, tables in zip(positions, per_rank):
+            for name, columns, data in tables:
+                df = _frame(columns, data)
+                if "rank" in df.columns:
+                    df["rank"] = self._ranks[i]
+                frames.setdefault(name, []).append(df)
+        out = {}
+        for name, dfs in frames.items():
+            if name == "kernel_type":
+                out[name] = _kernel_type_table(dfs)
+                continue
+            out[name] = _in_rank_order(name, pd.concat(dfs, ignore_index=True))
+        return out
+
+    @staticmethod
+    def _require(report: str, method: str) -> None:
+        if report not in {k[0] for k in _C.report_kinds()}:
+            raise NotImplementedError(
+                f"{method}: this build of opscope has no '{report}' report"
+            )
+
+    # --- HTA's methods ----------------------------------------------------------------------
+
+    def get_temporal_breakdown(self, visualize: bool = True) -> pd.DataFrame:
+        """Per rank: idle, compute and non-compute GPU time (us) over the span from the first
+        GPU activity to the end of the last, with their percentages (every rank, as HTA)."""
+        _visualize_ignored("get_temporal_breakdown", visualize)
+        return self._report("temporal", {})["temporal"]
+
+    def get_idle_time_breakdown(
+        self,
+        ranks: Optional[List[int]] = None,
+        streams: Optional[List[int]] = None,
+        visualize: bool = True,
+        visualize_pctg: bool = True,
+        show_idle_interval_stats: bool = False,
+        consecutive_kernel_delay: int = 30,
+    ) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
+        """Per rank and stream, the GPU's idle time by cause (host_wait, kernel_wait, other), as
+        (DataFrame, None). ``ranks`` defaults to [0], as in HTA; ``streams`` to every stream.
+        ``consecutive_kernel_delay`` is in us (HTA's docstring says ns; its code uses us).
+        ``show_idle_interval_stats=True`` (HTA's second table, the statistics of the idle
+        intervals) is not available: NotImplementedError."""
+        _visualize_ignored("get_idle_time_breakdown", visualize)
+        if show_idle_interval_stats:
+            raise NotImplementedError(
+                "get_idle_time_breakdown: show_idle_interval_stats=True (the statistics of "
+                "each idle interval) is not in opscope's idle report; pass False"
+            )
+        if not ranks:
+            ranks = [0]
+        df = self._report(
+            "idle", {"consecutive_kernel_delay_us": float(consecutive_kernel_delay)}, ranks
+        )["idle"]
+        if streams:
+            df = df[df["stream"].isin(list(streams))]
+        return _index_per_rank(df.reset_index(drop=True)), None
+
+    def get_gpu_kernel_breakdown(
+        self,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 10,
+        include_memory_kernels: bool = True,
+        image_renderer: str = "",
+    ) -> Tuple[pd.DataFrame, pd.DataFrame]:
+        """(kernel_type_df, kernel_df) over every rank: GPU time by kernel type and their
+        overlaps, and per rank and type the top kernels' statistics, the rest as "others"."""
+        _visualize_ignored("get_gpu_kernel_breakdown", visualize)
+        tables = self._report(
+            "kernels", {"duration_ratio": float(duration_ratio), "num_kernels": int(num_kernels)}
+        )
+        kernel_type, kernels = tables["kernel_type"], tables["kernels"]
+        if not include_memory_kernels:
+            # HTA then analyzes COMPUTATION and COMMUNICATION only. The engine's type table cuts
+            # time by the set of types running; leaving MEMORY out of every set and summing
+            # again gives the cut over the other two (HTA truncates each piece to whole us, so
+            # a piece that memory split in two may differ by 1 us).
+            kernels = kernels[kernels["kernel_type"] != "MEMORY"].reset_index(drop=True)
+            kernel_type = _kernel_type_table([kernel_type], include_memory=False)
+        return kernel_type, kernels
+
+    def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
+        """Per rank: the share of communication-kernel time during which computation kernels
+        ran too, in percent."""
+        _visualize_ignored("get_comm_comp_overlap", visualize)
+        return self._report("overlap", {})["overlap"]
+
+    def get_cuda_kernel_launch_stats(
+        self,
+        ranks: Optional[List[int]] = None,
+        runtime_cutoff: int = 50,
+        launch_delay_cutoff: int = 100,
+        include_memory_events: bool = True,
+        visualize: bool = True,
+    ) -> Dict[int, pd.DataFrame]:
+        """{rank: DataFrame} of every GPU kernel (and, with ``include_memory_events``, memcpy and
+        memset) with the runtime call that launched it: cpu_duration, gpu_duration and
+        launch_delay (us) per correlation id. ``ranks`` defaults to [0], as in HTA. The cutoffs
+        only pick the outliers of HTA's plots (and of opscope's launch_summary table,
+        ``opscope analyze --report launch``); the DataFrames are not filtered by them."""
+        self._require("launch", "get_cuda_kernel_launch_stats")
+        _visualize_ignored("get_cuda_kernel_launch_stats", visualize)
+        if not ranks:
+            ranks = [0]
+        options = {
+            "runtime_cutoff_us": float(runtime_cutoff),
+            "launch_delay_cutoff_us": float(launch_delay_cutoff),
+            "include_memory_events": bool(include_memory_events),
+        }
+        launches = self._report("launch", options, ranks)["launch"]
+        return {
+            rank: launches[launches["rank"] == rank].drop(columns="rank").reset_index(drop=True)
+            for rank in ranks
+        }
+
+    def get_frequent_cuda_kernel_sequences(
+        self,
+        operator_name: str,
+        output_dir: str,
+        min_pattern_len: int = 3,
+        rank: int = 0,
+        top_k: int = 5,
+        visualize: bool = False,
+        compress_other_kernels: bool = True,
+    ) -> pd.DataFrame:
+        """The kernel sequences launched by the shallowest CPU operators whose name contains
+        ``operator_name`` (at least ``min_pattern_len`` kernels each) on ``rank``: pattern
+        ("operator|kernel|kernel..."), count and the summed GPU and CPU durations (us), most
+        frequent first. An empty ``operator_name`` gives an empty DataFrame, as in HTA.
+
+        HTA also writes the trace with the top_k patterns overlaid into ``output_dir``; opscope
+        writes nothing there (``top_k`` and ``compress_other_kernels`` only shape that file),
+        and warns that it did not."""
+        self._require("patterns", "get_frequent_cuda_kernel_sequences")
+        _visualize_ignored("get_frequent_cuda_kernel_sequences", visualize)
+        if not operator_name:
+            return pd.DataFrame()
+        warnings.warn(
+            "opscope.analysis.TraceAnalysis.get_frequent_cuda_kernel_sequences: the trace with "
+            f"the patterns overlaid is not written to {output_dir!r} (opscope returns the "
+            "DataFrame only)",
+            UserWarning,
+            stacklevel=2,
+        )
+        options = {"operator_name": str(operator_name), "min_pattern_len": int(min_pattern_len)}
+        df = self._report("patterns", options, [rank])["patterns"]
+        if df.empty:
+            return pd.DataFrame()  # HTA's answer when no operator matches: no columns either
+        return df.drop(columns="rank").reset_index(drop=True)
+
+    def _describe_table(
+        self, table: str, key: str, series: str, ranks: Optional[List[int]]
+    ) -> pd.DataFrame:
+        """A table of the "queue" report as HTA's groupby([rank, key]).describe() frame: index
+        (rank, key), columns (series, statistic)."""
+        self._require("queue", f"get_{table}_summary")
+        df = self._report("queue", {}, ranks or [0])[table].set_index(["rank", key])
+        df["count"] = df["count"].astype("float64")  # describe()'s dtype
+        df.columns = pd.MultiIndex.from_product([[series], list(df.columns)])
+        return df
+
+    def get_queue_length_summary(self, ranks: Optional[List[int]] = None) -> Optional[pd.DataFrame]:
+        """Per rank and stream, describe() of the launch queue's length (the number of kernels,
+        copies and sets launched but not started): index (rank, stream), columns
+        ("queue_length", count|mean|std|min|25%|50%|75%|max). ``ranks`` defaults to [0]."""
+        return self._describe_table("queue_length", "stream", "queue_length", ranks)
+
+    def get_memory_bw_summary(self, ranks: Optional[List[int]] = None) -> Optional[pd.DataFrame]:
+        """Per rank and kind of copy ("Memcpy DtoH", "Memset", ...), describe() of the copy
+        bandwidth in GB/s while a copy of that kind runs: index (rank, name), columns
+        ("memory_bw_gbps", statistic). ``ranks`` defaults to [0]."""
+        return self._describe_table("memory_bw", "name", "memory_bw_gbps", ranks)
+
+    def get_operator_table(self, ranks: Optional[List[int]] = None) -> pd.DataFrame:
+        """opscope's CPU operator table (key_averages() with torch's column names, times in us),
+        one row per operator and rank; every rank by default. Not an HTA method."""
+        return self._report("ops", {}, ranks)["ops"]

@@ -1,0 +1,234 @@
+// The engine of opscope.analysis (python/opscope/analysis.py, HTA's TraceAnalysis): traces read
+// by opscope::read_trace and the reports of opscope/trace_analysis.h run by name, their tables
+// handed to Python column by column so that pandas builds a DataFrame without a per-row loop.
+//
+//   t = _C.TraceFile("rank-0.json.gz")                  # read once; the GIL is released
+//   for name, columns, data in _C.run_report("temporal", [t], {"drop_last_step": 1}): ...
+#include <pybind11/numpy.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bindings.h"
+#include "common.h"
+#include "opscope/export.h"
+#include "opscope/trace_analysis.h"
+
+namespace opscope::python {
+
+namespace {
+
+// One trace file read into opscope's result model. Immutable once read, so reports may run on
+// it from any thread with the GIL released. It pickles as its path and is read again where it
+// is unpickled: a dask worker that must move a trace to another worker re-reads the file
+// (which every worker of a job reads from shared storage) instead of shipping the whole model.
+struct TraceFile {
+  std::string path;
+  std::shared_ptr<const ProfilerResult> result;
+};
+
+TraceFile read_trace_file(const std::string& path) {
+  std::shared_ptr<const ProfilerResult> result;
+  {
+    // Parsing a trace is seconds of pure C++ for a large one: other Python threads (a dask
+    // worker's heartbeats) keep running meanwhile.
+    py::gil_scoped_release release;
+    result = read_trace(path);
+  }
+  return TraceFile{path, std::move(result)};
+}
+
+// The settings run_report() accepts, each a field of ReportOptions under its own name: one
+// table, so that an unknown key's error lists exactly what is allowed.
+struct OptionField {
+  const char* key;
+  std::function<void(ReportOptions&, py::handle)> set;
+};
+
+const std::vector<OptionField>& option_fields() {
+  static const std::vector<OptionField> fields = {
+      {"drop_last_step", [](ReportOptions& o, py::handle v) { o.drop_last_step = v.cast<int>(); }},
+      {"first_position",
+       [](ReportOptions& o, py::handle v) { o.first_position = v.cast<std::int64_t>(); }},
+      {"duration_ratio",
+       [](ReportOptions& o, py::handle v) { o.duration_ratio = v.cast<double>(); }},
+      {"num_kernels",
+       [](ReportOptions& o, py::handle v) { o.num_kernels = v.cast<std::size_t>(); }},
+      {"consecutive_kernel_delay_us",
+       [](ReportOptions& o, py::handle v) { o.consecutive_kernel_delay_us = v.cast<double>(); }},
+      {"runtime_cutoff_us",
+       [](ReportOptions& o, py::handle v) { o.runtime_cutoff_us = v.cast<double>(); }},
+      {"launch_delay_cutoff_us",
+       [](ReportOptions& o, py::handle v) { o.launch_delay_cutoff_us = v.cast<double>(); }},
+      {"include_memory_events",
+       [](ReportOptions& o, py::handle v) { o.include_memory_events = v.cast<bool>(); }},
+      {"operator_name",
+       [](ReportOptions& o, py::handle v) { o.operator_name = v.cast<std::string>(); }},
+      {"min_pattern_len",
+       [](ReportOptions& o, py::handle v) { o.min_pattern_len = v.cast<std::size_t>(); }},
+      {"max_queue_length",
+       [](ReportOptions& o, py::handle v) { o.max_queue_length = v.cast<std::size_t>(); }},
+  };
+  return fields;
+}
+
+ReportOptions options_from(const py::dict& given) {
+  ReportOptions options;
+  for (const auto& [key, value] : given) {
+    const std::string name = py::str(key);
+    bool known = false;
+    for (const OptionField& f : option_fields()) {
+      if (name != f.key) continue;
+      try {
+        f.set(options, value);
+      } catch (const py::cast_error&) {
+        throw py::type_error("report option '" + name + "' got " + std::string(py::repr(value)) +
+                             " of the wrong type");
+      }
+      known = true;
+      break;
+    }
+    if (!known) {
+      std::string allowed;
+      for (const OptionField& f : option_fields()) {
+        if (!allowed.empty()) allowed += ", ";
+        allowed += f.key;
+      }
+      throw py::value_error("unknown report option '" + name + "'; options: " + allowed);
+    }
+  }
+  return options;
+}
+
+// One column as Python wants it for pandas: a numpy array when every cell is a number (int64
+// when all are integers, else float64, where NaN stays NaN), a list of str otherwise. numpy is
+// imported only here, when a report is asked for, never by `import opscope`; without numpy the
+// numbers come as lists.
+py::object column_of(const Report& report, std::size_t c, bool have_numpy) {
+  const std::size_t n = report.rows.size();
+  bool all_int = true;
+  bool all_number = true;
+  for (const auto& row : report.rows) {
+    const ReportCell& cell = row[c];
+    all_int = all_int && std::holds_alternative<std::int64_t>(cell);
+    all_number = all_number && !std::holds_alternative<std::string>(cell);
+  }
+  if (have_numpy && n > 0 && all_int) {
+    py::array_t<std::int64_t> a(static_cast<py::ssize_t>(n));
+    std::int64_t* out = a.mutable_data();
+    for (std::size_t i = 0; i < n; ++i) out[i] = std::get<std::int64_t>(report.rows[i][c]);
+    return a;
+  }
+  if (have_numpy && n > 0 && all_number) {
+    py::array_t<double> a(static_cast<py::ssize_t>(n));
+    double* out = a.mutable_data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const ReportCell& cell = report.rows[i][c];
+      out[i] = std::holds_alternative<double>(cell)
+                   ? std::get<double>(cell)
+                   : static_cast<double>(std::get<std::int64_t>(cell));
+    }
+    return a;
+  }
+  py::list values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    values[i] =
+        std::visit([](const auto& v) -> py::object { return py::cast(v); }, report.rows[i][c]);
+  }
+  return values;
+}
+
+bool numpy_available() {
+  try {
+    py::module_::import("numpy");
+    return true;
+  } catch (const py::error_already_set& e) {
+    if (!e.matches(PyExc_ImportError)) throw;
+    return false;
+  }
+}
+
+py::list run_report_py(const std::string& name, const std::vector<TraceFile>& traces,
+                       const py::dict& given) {
+  const auto kinds = report_kinds();
+  if (std::none_of(kinds.begin(), kinds.end(),
+                   [&](const ReportKind& k) { return k.name == name; })) {
+    // A wrong name is a wrong argument: ValueError, with the catalog's own message (which lists
+    // the names this build has).
+    try {
+      run_report(name, {}, {});
+    } catch (const Error& e) {
+      throw py::value_error(e.what());
+    }
+  }
+  const ReportOptions options = options_from(given);
+  std::vector<std::shared_ptr<const ProfilerResult>> ranks;
+  ranks.reserve(traces.size());
+  for (const TraceFile& t : traces) ranks.push_back(t.result);
+  std::vector<Report> reports;
+  {
+    py::gil_scoped_release release;
+    reports = run_report(name, ranks, options);
+  }
+  const bool have_numpy = numpy_available();
+  py::list tables;
+  for (const Report& r : reports) {
+    py::list data;
+    for (std::size_t c = 0; c < r.columns.size(); ++c) data.append(column_of(r, c, have_numpy));
+    tables.append(py::make_tuple(r.name, py::cast(r.columns), data));
+  }
+  return tables;
+}
+
+}  // namespace
+
+void bind_analysis(py::module_& m) {
+  py::class_<TraceFile>(m, "TraceFile",
+                        "A trace file (Kineto's or opscope's, .json or .json.gz) read for "
+                        "opscope.analysis. Pickles as its path; unpickling reads the file again.")
+      .def(py::init(&read_trace_file), py::arg("path"),
+           "Reads the trace at `path` (the GIL is released while it parses); RuntimeError "
+           "with the reader's message when the file is missing or not a trace.")
+      .def_property_readonly("path", [](const TraceFile& t) { return t.path; })
+      .def_property_readonly(
+          "rank", [](const TraceFile& t) { return t.result->rank(); },
+          "The trace's distributedInfo.rank, or -1 when it has none.")
+      .def(
+          "profiler_step_names", [](const TraceFile& t) { return profiler_step_names(*t.result); },
+          "The distinct ProfilerStep#N names in the trace, sorted.")
+      .def("__repr__",
+           [](const TraceFile& t) {
+             return "TraceFile(" + std::string(py::repr(py::str(t.path))) + ")";
+           })
+      .def("__reduce__", [](const TraceFile& t) {
+        return py::make_tuple(py::module_::import("opscope._C").attr("TraceFile"),
+                              py::make_tuple(t.path));
+      });
+
+  m.def(
+      "report_kinds",
+      [] {
+        py::list out;
+        for (const ReportKind& k : report_kinds()) {
+          out.append(
+              py::make_tuple(std::string(k.name), std::string(k.hta), std::string(k.summary)));
+        }
+        return out;
+      },
+      "The reports run_report knows, as (name, HTA method, summary) tuples.");
+  m.def("run_report", &run_report_py, py::arg("name"), py::arg("traces"),
+        py::arg("options") = py::dict(),
+        "Runs report `name` over `traces` (the ranks of a job, in their positions) with the "
+        "ReportOptions fields named in `options`; the GIL is released while it runs. Returns a "
+        "list of (table name, column names, column values) with each column a numpy array "
+        "(numbers) or a list (text).");
+}
+
+}  // namespace opscope::python
