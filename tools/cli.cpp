@@ -54,7 +54,8 @@ std::string main_help() {
 On-demand tracing of running processes, compatible with dynolog: a process started with
 KINETO_USE_DAEMON=1 registers with the daemon; `opscope trace` asks the daemon to make it
 record a trace. `opscope sample` runs a command under a sampling profiler (Linux perf).
-`opscope analyze` reports on traces, PyTorch's and opscope's, as Holistic Trace Analysis does.
+`opscope analyze` reports on traces, PyTorch's and opscope's, as Holistic Trace Analysis does;
+`opscope merge` puts the ranks of a job in one trace.
 
 commands:
 )";

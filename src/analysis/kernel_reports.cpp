@@ -146,7 +146,7 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
   internal::sort_by_rank(summaries);
   for (auto& [rank, row] : rows) launch.rows.push_back(std::move(row));
   for (auto& [rank, row] : summaries) summary.rows.push_back(std::move(row));
-  return {std::move(launch), std::move(summary)};
+  return {std::move(summary), std::move(launch)};  // the summary reads first in text
 }
 
 // ---------------------------------------------------------------------------------------------

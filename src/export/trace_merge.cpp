@@ -156,33 +156,15 @@ class Walker {
 
  private:
   std::string_view raw_of(od::value v, const char* what) {
-    od::json_type type = od::json_type::null;
-    check(v.type().get(type), what);
     std::string_view raw;
-    if (type == od::json_type::object) {
-      od::object o;
-      check(v.get_object().get(o), what);
-      check(o.raw_json().get(raw), what);
-    } else if (type == od::json_type::array) {
-      od::array a;
-      check(v.get_array().get(a), what);
-      check(a.raw_json().get(raw), what);
-    } else {
-      raw = v.raw_json_token();
-    }
-    return trim(raw);
+    check(internal::raw_json_text(v, raw), what);
+    return raw;
   }
 
   void check(simdjson::error_code code, const char* expected) {
     if (code == simdjson::SUCCESS) return;
-    // simdjson finds some errors before the walk (an unclosed string) without a position:
-    // opscope's strict parser names the byte.
-    std::string exact;
-    if (!is_valid_json(std::string_view(json_.data(), json_.size()), &exact)) {
-      fail(path_, "malformed JSON: " + exact);
-    }
-    fail(path_, std::string("malformed JSON") + at_event() + ": expected " + expected + "; " +
-                    simdjson::error_message(code));
+    internal::fail_malformed(path_, std::string_view(json_.data(), json_.size()), code, at_event(),
+                             expected);
   }
 
   std::string path_;

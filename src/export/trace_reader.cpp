@@ -198,44 +198,17 @@ class Reader {
                      static_cast<std::size_t>(end - text.data()) + simdjson::SIMDJSON_PADDING);
   }
 
-  static std::string_view trim(std::string_view s) {
-    while (!s.empty() &&
-           (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
-      s.remove_suffix(1);
-    }
-    return s;
-  }
-
-  // The JSON text of a value, whatever its type (simdjson 3.0 has raw_json() for objects and
-  // arrays only; a scalar's token text runs to the next token, so it is trimmed).
+  // The JSON text of a value, whatever its type (internal::raw_json_text).
   std::string_view raw_of(od::value v, const char* what) {
-    od::json_type type = od::json_type::null;
-    check(v.type().get(type), what);
     std::string_view raw;
-    if (type == od::json_type::object) {
-      od::object o;
-      check(v.get_object().get(o), what);
-      check(o.raw_json().get(raw), what);
-    } else if (type == od::json_type::array) {
-      od::array a;
-      check(v.get_array().get(a), what);
-      check(a.raw_json().get(raw), what);
-    } else {
-      raw = v.raw_json_token();
-    }
-    return trim(raw);
+    check(internal::raw_json_text(v, raw), what);
+    return raw;
   }
 
   void check(simdjson::error_code code, const char* expected) {
     if (code == simdjson::SUCCESS) return;
-    // simdjson finds some errors before it walks the document (an unclosed string), without
-    // a position: opscope's strict parser, slower but exact, names the byte.
-    std::string exact;
-    if (!is_valid_json(std::string_view(json_.data(), json_.size()), &exact)) {
-      fail(path_, "malformed JSON: " + exact);
-    }
-    fail(path_, "malformed JSON" + at_event() + ": expected " + expected + "; " +
-                    simdjson::error_message(code));
+    internal::fail_malformed(path_, std::string_view(json_.data(), json_.size()), code, at_event(),
+                             expected);
   }
 
   // A JSON number or a string of digits as an integer id; anything else keeps its text.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "opscope/error.h"
+#include "opscope/export.h"
 
 namespace opscope::internal {
 namespace {
@@ -109,6 +110,38 @@ simdjson::padded_string load_trace_text(const std::string& path) {
     }
   }
   return simdjson::padded_string(out);
+}
+
+simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view& out) {
+  namespace od = simdjson::ondemand;
+  od::json_type type = od::json_type::null;
+  if (const auto e = v.type().get(type); e != simdjson::SUCCESS) return e;
+  std::string_view raw;
+  if (type == od::json_type::object) {
+    od::object o;
+    if (const auto e = v.get_object().get(o); e != simdjson::SUCCESS) return e;
+    if (const auto e = o.raw_json().get(raw); e != simdjson::SUCCESS) return e;
+  } else if (type == od::json_type::array) {
+    od::array a;
+    if (const auto e = v.get_array().get(a); e != simdjson::SUCCESS) return e;
+    if (const auto e = a.raw_json().get(raw); e != simdjson::SUCCESS) return e;
+  } else {
+    raw = v.raw_json_token();
+  }
+  while (!raw.empty() &&
+         (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  out = raw;
+  return simdjson::SUCCESS;
+}
+
+void fail_malformed(const std::string& path, std::string_view json, simdjson::error_code code,
+                    const std::string& where, const char* expected) {
+  std::string exact;
+  if (!is_valid_json(json, &exact)) fail(path, "malformed JSON: " + exact);
+  fail(path,
+       "malformed JSON" + where + ": expected " + expected + "; " + simdjson::error_message(code));
 }
 
 }  // namespace opscope::internal
