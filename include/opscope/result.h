@@ -289,6 +289,9 @@ class ProfilerResult::Builder {
   // view returned by keep()). parent/children/self_ns are computed by finish().
   void add_event(const Event& event);
   void reserve(std::size_t events);
+  // Room for about `events` events and as many details, not yet touched (a trace reader's
+  // estimate from the file's size).
+  void reserve_for_import(std::size_t events);
   // Calls `fn` on every event added so far (for attaching side data before finish()).
   template <typename Fn>
   void apply_links(Fn&& fn) {

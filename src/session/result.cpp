@@ -31,6 +31,11 @@ void ProfilerResult::Builder::reserve(std::size_t events) {
   util::populate_for_writing(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(Event));
 }
 
+void ProfilerResult::Builder::reserve_for_import(std::size_t events) {
+  result_->events_.reserve(events);
+  result_->details_.reserve(events);
+}
+
 std::int32_t ProfilerResult::Builder::add_detail(EventDetail detail) {
   result_->details_.push_back(std::move(detail));
   return static_cast<std::int32_t>(result_->details_.size() - 1);
