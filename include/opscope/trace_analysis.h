@@ -154,6 +154,11 @@ Report time_blocked_on_full_queue(std::span<const std::shared_ptr<const Profiler
 std::vector<Report> queue_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                  const ReportOptions& options = {});
 
+// The "counters" report: queue_length_time_series and memory_bw_time_series.
+std::vector<Report> counter_series_report(
+    std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+    const ReportOptions& options = {});
+
 // What trace_diff() compares; every field has HTA's default (TraceDiff.compare_traces).
 struct DiffOptions {
   // The ranks of each side whose events are summed; empty: the smallest rank of that side.

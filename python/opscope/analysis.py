@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import _C
 
-__all__ = ["TraceAnalysis"]
+__all__ = ["TraceAnalysis", "TraceDiff"]
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -70,6 +70,15 @@ def _rank(trace: "_C.TraceFile") -> int:
 def _run(trace: "_C.TraceFile", report: str, options: Dict[str, Any]) -> list:
     """One report over one rank: (table name, columns, column values) tuples."""
     return _C.run_report(report, [trace], options)
+
+
+def _run_all(report: str, options: Dict[str, Any], *traces: "_C.TraceFile") -> list:
+    """One report over every rank at once (for what is aligned to the job's first event)."""
+    return _C.run_report(report, list(traces), options)
+
+
+def _write_counters(trace: "_C.TraceFile", out_path: str, options: Dict[str, Any]) -> None:
+    _C.write_traces_with_counters([trace], [out_path], options)
 
 
 # --- Tables into DataFrames -----------------------------------------------------------------
@@ -448,7 +457,162 @@ class TraceAnalysis:
         ("memory_bw_gbps", statistic). ``ranks`` defaults to [0]."""
         return self._describe_table("memory_bw", "name", "memory_bw_gbps", ranks)
 
+    def _series(self, table: str, method: str, ranks: Optional[List[int]]) -> Dict[int, pd.DataFrame]:
+        """{rank: DataFrame} of a table of the "counters" report. Its ts counts microseconds from
+        the job's first event (HTA aligns every rank to it), so the report runs over every rank
+        at once: in this process, or in one task on the client (the traces re-read there)."""
+        self._require("counters", method)
+        options = {"drop_last_step": self._drop_last_step, "first_position": 0}
+        if self._client is None:
+            tables = _C.run_report("counters", self._traces, options)
+        else:
+            tables = self._client.submit(_run_all, "counters", options, *self._traces).result()
+        df = {name: _frame(columns, data) for name, columns, data in tables}[table]
+        if self._relabel is not None:
+            df["rank"] = df["rank"].map(self._relabel)
+        return {
+            rank: df[df["rank"] == rank].drop(columns="rank").reset_index(drop=True)
+            for rank in (ranks or [0])
+            if (df["rank"] == rank).any()
+        }
+
+    def get_queue_length_time_series(
+        self, ranks: Optional[List[int]] = None
+    ) -> Dict[int, pd.DataFrame]:
+        """{rank: DataFrame} of each change of a stream's launch queue length: ts (us from the
+        job's first event), pid, tid, stream, queue_length. ``ranks`` defaults to [0]; a rank
+        without launches is left out, as in HTA."""
+        return self._series("queue_length_time_series", "get_queue_length_time_series", ranks)
+
+    def get_memory_bw_time_series(self, ranks: Optional[List[int]] = None) -> Dict[int, pd.DataFrame]:
+        """{rank: DataFrame} of each change of a kind of copy's bandwidth: ts, pid, name
+        ("Memcpy HtoD", "Memset", ...), memory_bw_gbps. ``ranks`` defaults to [0]."""
+        return self._series("memory_bw_time_series", "get_memory_bw_time_series", ranks)
+
+    def get_time_spent_blocked_on_full_queue(
+        self,
+        queue_length_dict: Optional[Dict[int, pd.DataFrame]],
+        max_queue_length: int = 1024,
+    ) -> Optional[pd.DataFrame]:
+        """Per rank (the keys of ``queue_length_dict``, HTA's argument) and stream whose launch
+        queue reached ``max_queue_length``: duration_at_max_queue_length (us) and its share of
+        the rank's trace. HTA keeps only the last such stream of each rank; this lists every
+        one. None when no queue was full, as in HTA."""
+        self._require("queue", "get_time_spent_blocked_on_full_queue")
+        if not queue_length_dict:
+            return None
+        table = self._report(
+            "queue", {"max_queue_length": int(max_queue_length)}, sorted(queue_length_dict)
+        )["queue_full"]
+        return None if table.empty else table.reset_index(drop=True)
+
+    def generate_trace_with_counters(
+        self,
+        time_series: Any = None,
+        ranks: Optional[List[int]] = None,
+        output_suffix: str = "_with_counters",
+    ) -> None:
+        """Writes each rank's trace (``ranks`` defaults to [0]) again beside it, its name with
+        ``output_suffix`` before ".json", with HTA's "Queue Length" and "Memcpy BW" counter
+        events appended; every original event stays as it was. ``time_series`` is accepted for
+        HTA's signature: both series are always written. Unlike HTA, a ``.json`` name gives a
+        plain file (HTA gzips whatever the name)."""
+        self._require("queue", "generate_trace_with_counters")
+        suffix = output_suffix or "_with_counters"
+        options = {"drop_last_step": self._drop_last_step}
+        for i in self._positions_of(ranks or [0]):
+            path = self.trace_files[self._ranks[i]]
+            out = path.replace(".json", suffix + ".json")
+            if self._client is None:
+                _write_counters(self._traces[i], out, options)
+            else:
+                self._client.submit(_write_counters, self._traces[i], out, options).result()
+
     def get_operator_table(self, ranks: Optional[List[int]] = None) -> pd.DataFrame:
         """opscope's CPU operator table (key_averages() with torch's column names, times in us),
         one row per operator and rank; every rank by default. Not an HTA method."""
         return self._report("ops", {}, ranks)["ops"]
+
+
+class TraceDiff:
+    """HTA's ``TraceDiff`` (``hta.trace_diff``): two runs compared operator by operator and kernel
+    by kernel, by opscope's C++ engine (``opscope analyze diff``)."""
+
+    @staticmethod
+    def _traces(side: Any) -> List["_C.TraceFile"]:
+        if isinstance(side, TraceAnalysis):
+            if side._client is not None:
+                return [_C.TraceFile(p) for p in side.trace_files.values()]
+            return [side._traces[i] for i in side._order]
+        path = os.fspath(side)
+        if os.path.isdir(path):
+            names = sorted(
+                n for n in os.listdir(path)
+                if (n.endswith(".json") or n.endswith(".json.gz"))
+                and os.path.isfile(os.path.join(path, n))
+            )
+            if not names:
+                raise ValueError(f"no .json or .json.gz trace in directory {path!r}")
+            return [_C.TraceFile(os.path.join(path, n)) for n in names]
+        return [_C.TraceFile(path)]
+
+    @staticmethod
+    def _as_list(value: Union[None, int, Sequence[int]]) -> List[int]:
+        if value is None:
+            return []
+        return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+    @staticmethod
+    def _tables(control, test, control_rank, test_rank, control_iteration, test_iteration,
+                device_type, use_short_name) -> Dict[str, pd.DataFrame]:
+        device = getattr(device_type, "name", device_type)
+        options = {
+            "control_ranks": TraceDiff._as_list(control_rank),
+            "test_ranks": TraceDiff._as_list(test_rank),
+            "control_iterations": TraceDiff._as_list(control_iteration),
+            "test_iterations": TraceDiff._as_list(test_iteration),
+            "device": str(device).upper(),
+            "short_names": bool(use_short_name),
+        }
+        tables = _C.trace_diff(TraceDiff._traces(control), TraceDiff._traces(test), options)
+        return {name: _frame(columns, data) for name, columns, data in tables}
+
+    @staticmethod
+    def compare_traces(
+        control: Any,
+        test: Any,
+        control_rank: Union[None, int, List[int]] = None,
+        test_rank: Union[None, int, List[int]] = None,
+        control_iteration: Union[None, int, List[int]] = None,
+        test_iteration: Union[None, int, List[int]] = None,
+        device_type: Any = "ALL",
+        use_short_name: bool = False,
+    ) -> pd.DataFrame:
+        """Per operator and kernel name (the index, ``name`` or ``short_name``): Control_counts,
+        Control_total_duration, Test_counts, Test_total_duration (us), diff_counts,
+        diff_duration and counts_change_categories ("+", "-", "="). ``control`` and ``test``: a
+        trace directory, a trace file or a TraceAnalysis. Ranks and iterations default to the
+        smallest of each side; ``device_type`` is "ALL", "CPU", "GPU" or HTA's DeviceType."""
+        df = TraceDiff._tables(control, test, control_rank, test_rank, control_iteration,
+                               test_iteration, device_type, use_short_name)["ops_diff"]
+        return df.set_index("name").rename_axis("short_name" if use_short_name else "name")
+
+    @staticmethod
+    def ops_diff(
+        control: Any,
+        test: Any,
+        control_rank: Union[None, int, List[int]] = None,
+        test_rank: Union[None, int, List[int]] = None,
+        control_iteration: Union[None, int, List[int]] = None,
+        test_iteration: Union[None, int, List[int]] = None,
+        device_type: Any = "ALL",
+    ) -> Dict[str, List[str]]:
+        """{"added", "deleted", "increased", "decreased", "unchanged"}: the names in each."""
+        summary = TraceDiff._tables(control, test, control_rank, test_rank, control_iteration,
+                                    test_iteration, device_type, False)["ops_summary"]
+        out: Dict[str, List[str]] = {
+            k: [] for k in ("added", "deleted", "increased", "decreased", "unchanged")
+        }
+        for category, name in zip(summary["category"], summary["name"]):
+            out[category].append(name)
+        return out

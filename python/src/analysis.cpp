@@ -155,6 +155,26 @@ bool numpy_available() {
   }
 }
 
+std::vector<std::shared_ptr<const ProfilerResult>> results_of(
+    const std::vector<TraceFile>& traces) {
+  std::vector<std::shared_ptr<const ProfilerResult>> ranks;
+  ranks.reserve(traces.size());
+  for (const TraceFile& t : traces) ranks.push_back(t.result);
+  return ranks;
+}
+
+// Each table as (name, column names, column values).
+py::list tables_of(const std::vector<Report>& reports) {
+  const bool have_numpy = numpy_available();
+  py::list tables;
+  for (const Report& r : reports) {
+    py::list data;
+    for (std::size_t c = 0; c < r.columns.size(); ++c) data.append(column_of(r, c, have_numpy));
+    tables.append(py::make_tuple(r.name, py::cast(r.columns), data));
+  }
+  return tables;
+}
+
 py::list run_report_py(const std::string& name, const std::vector<TraceFile>& traces,
                        const py::dict& given) {
   const auto kinds = report_kinds();
@@ -169,22 +189,77 @@ py::list run_report_py(const std::string& name, const std::vector<TraceFile>& tr
     }
   }
   const ReportOptions options = options_from(given);
-  std::vector<std::shared_ptr<const ProfilerResult>> ranks;
-  ranks.reserve(traces.size());
-  for (const TraceFile& t : traces) ranks.push_back(t.result);
+  const auto ranks = results_of(traces);
   std::vector<Report> reports;
   {
     py::gil_scoped_release release;
     reports = run_report(name, ranks, options);
   }
-  const bool have_numpy = numpy_available();
-  py::list tables;
-  for (const Report& r : reports) {
-    py::list data;
-    for (std::size_t c = 0; c < r.columns.size(); ++c) data.append(column_of(r, c, have_numpy));
-    tables.append(py::make_tuple(r.name, py::cast(r.columns), data));
+  return tables_of(reports);
+}
+
+// HTA's TraceDiff on two sides' traces. `given`: control_ranks, test_ranks,
+// control_iterations, test_iterations (lists of ints; empty: the smallest), device ("ALL",
+// "CPU", "GPU"), short_names, control_label, test_label.
+py::list trace_diff_py(const std::vector<TraceFile>& control, const std::vector<TraceFile>& test,
+                       const py::dict& given) {
+  DiffOptions options;
+  for (const auto& [key, value] : given) {
+    const std::string name = py::str(key);
+    if (name == "control_ranks") {
+      options.control_ranks = value.cast<std::vector<std::int64_t>>();
+    } else if (name == "test_ranks") {
+      options.test_ranks = value.cast<std::vector<std::int64_t>>();
+    } else if (name == "control_iterations") {
+      options.control_iterations = value.cast<std::vector<std::int64_t>>();
+    } else if (name == "test_iterations") {
+      options.test_iterations = value.cast<std::vector<std::int64_t>>();
+    } else if (name == "device") {
+      const std::string d = value.cast<std::string>();
+      if (d == "ALL") {
+        options.device = DiffOptions::Device::kAll;
+      } else if (d == "CPU") {
+        options.device = DiffOptions::Device::kCpu;
+      } else if (d == "GPU") {
+        options.device = DiffOptions::Device::kGpu;
+      } else {
+        throw py::value_error("diff option 'device' expects ALL, CPU or GPU, got '" + d + "'");
+      }
+    } else if (name == "short_names") {
+      options.short_names = value.cast<bool>();
+    } else if (name == "control_label") {
+      options.control_label = value.cast<std::string>();
+    } else if (name == "test_label") {
+      options.test_label = value.cast<std::string>();
+    } else {
+      throw py::value_error("unknown diff option '" + name +
+                            "'; options: control_ranks, test_ranks, control_iterations, "
+                            "test_iterations, device, short_names, control_label, test_label");
+    }
   }
-  return tables;
+  const auto c = results_of(control);
+  const auto t = results_of(test);
+  std::vector<Report> reports;
+  {
+    py::gil_scoped_release release;
+    reports = trace_diff(c, t, options);
+  }
+  return tables_of(reports);
+}
+
+void write_traces_with_counters_py(const std::vector<TraceFile>& traces,
+                                   const std::vector<std::string>& out_paths,
+                                   const py::dict& given) {
+  if (out_paths.size() != traces.size()) {
+    throw py::value_error("write_traces_with_counters: " + std::to_string(traces.size()) +
+                          " traces but " + std::to_string(out_paths.size()) + " output paths");
+  }
+  const ReportOptions options = options_from(given);
+  const auto ranks = results_of(traces);
+  std::vector<std::string> paths;
+  for (const TraceFile& t : traces) paths.push_back(t.path);
+  py::gil_scoped_release release;
+  write_traces_with_counters(ranks, paths, out_paths, options);
 }
 
 }  // namespace
@@ -229,6 +304,16 @@ void bind_analysis(py::module_& m) {
         "ReportOptions fields named in `options`; the GIL is released while it runs. Returns a "
         "list of (table name, column names, column values) with each column a numpy array "
         "(numbers) or a list (text).");
+  m.def("trace_diff", &trace_diff_py, py::arg("control"), py::arg("test"),
+        py::arg("options") = py::dict(),
+        "HTA's TraceDiff between two lists of traces (the ranks of each side); `options`: "
+        "control_ranks, test_ranks, control_iterations, test_iterations (lists of ints), "
+        "device (ALL, CPU, GPU), short_names, control_label, test_label. Returns the ops_diff "
+        "and ops_summary tables as run_report does.");
+  m.def("write_traces_with_counters", &write_traces_with_counters_py, py::arg("traces"),
+        py::arg("out_paths"), py::arg("options") = py::dict(),
+        "HTA's generate_trace_with_counters: each trace written to its out_path with the "
+        "queue-length and copy-bandwidth counters added (gzip for a name ending in .gz).");
 }
 
 }  // namespace opscope::python

@@ -373,4 +373,11 @@ std::vector<Report> queue_report(Ranks ranks, const ReportOptions& options) {
   return out;
 }
 
+std::vector<Report> counter_series_report(Ranks ranks, const ReportOptions& options) {
+  std::vector<Report> out;
+  out.push_back(queue_length_time_series(ranks, options));
+  out.push_back(memory_bw_time_series(ranks, options));
+  return out;
+}
+
 }  // namespace opscope

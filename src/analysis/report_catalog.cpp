@@ -55,6 +55,10 @@ const Entry kEntries[] = {
       "per rank and stream: the launch queue's length (queue_length) and the time it was full "
       "(queue_full); per rank and kind of copy: the copy bandwidth in GB/s (memory_bw)"},
      queue_report},
+    {{"counters", "get_queue_length_time_series, get_memory_bw_time_series",
+      "per rank: each change of a stream's launch queue length (queue_length_time_series) and "
+      "of a kind of copy's bandwidth (memory_bw_time_series), over time"},
+     counter_series_report},
     {{"ops", "key_averages().table()", "the CPU operator table, per rank"}, one<operator_report>},
 };
 

@@ -183,7 +183,7 @@ TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("'nope'"), std::string::npos) << text;
   EXPECT_NE(
-      text.find("temporal, idle, kernels, kernel-dist, overlap, launch, patterns, queue, ops"),
+      text.find("temporal, idle, kernels, kernel-dist, overlap, launch, patterns, queue, counters, ops"),
       std::string::npos)
       << text;
   std::tie(code, text) = shell(kCli + " analyze x.json --format xml");
