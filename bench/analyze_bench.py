@@ -12,9 +12,10 @@ Issue 19's targets, each measured here side by side:
      --big-gb GB (0 skips it: writing it takes a minute and the disk space).
 
 The trace is the largest real one in ../shared/peers (nccl_parser_config: an A100 job with
-NCCL all-reduces, 9.8 MB of JSON). Larger traces are made from it: its events repeated, each
-copy shifted in time past the previous one, with its own correlation and flow ids, so the
-result is a longer run of the same job. Every time is a whole process (what a user waits
+NCCL all-reduces, 9.8 MB of JSON). Larger traces are made from it by
+tests/peers/longer_trace.py (which makes the goldens' traces too): its events repeated, each
+copy shifted in time past the previous one with its own ids and steps, so the result is a
+longer run of the same job. Every time is a whole process (what a user waits
 for: start, read, report, exit), the median of --runs; HTA's also split into its import and
 its own load + report (measured inside its process). Prints a table and writes it as JSON to
 build/bench-results/analyze-<date-time>.json.
@@ -34,6 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("OPSCOPE_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 TRACE = os.path.join(SHARED, "peers/kineto-traces/nccl_parser_config/nccl_data.json.gz")
 HTA = os.path.join(SHARED, "peers/hta")
+sys.path.insert(0, os.path.join(ROOT, "tests", "peers"))
+from longer_trace import repeated_events, write_trace  # noqa: E402  (the goldens' generator too)
 
 HTA_PROGRAM = """
 import logging, sys, time
@@ -66,60 +69,6 @@ def timed(cmd, runs):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         kib = int(peak.read().split()[-1])
     return statistics.median(times), kib * 1024, outs
-
-
-def scaled_trace(events, copies, rank):
-    """The trace's events repeated `copies` times, each copy after the previous in time, with
-    correlation, External id and flow ids of its own (as a longer run of the job would have)."""
-    stamps = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
-    span = (max(stamps) - min(stamps)) + 1000.0
-    id_keys = ("correlation", "External id")
-    for k in range(copies):
-        for e in events:
-            if k and e.get("ph") == "M":
-                continue  # process and thread names once
-            c = dict(e)
-            if isinstance(c.get("ts"), (int, float)):
-                c["ts"] = c["ts"] + k * span
-            if "id" in c and isinstance(c["id"], int):
-                c["id"] = c["id"] + k * 10_000_000
-            args = c.get("args")
-            if isinstance(args, dict) and any(key in args for key in id_keys):
-                args = dict(args)
-                for key in id_keys:
-                    if isinstance(args.get(key), int) and args[key] > 0:
-                        args[key] += k * 10_000_000
-                c["args"] = args
-            yield c
-
-
-def write_trace(path, doc, events, gz=False):
-    """Writes doc with traceEvents = events (an iterable), streaming; returns its JSON size."""
-    head = dict(doc)
-    head.pop("traceEvents", None)
-    opener = gzip.open if gz else open
-    size = 0
-    with opener(path, "wt") as f:
-        def put(text):
-            nonlocal size
-            f.write(text)
-            size += len(text.encode())
-        put("{")
-        for key, value in head.items():
-            put(json.dumps(key) + ": " + json.dumps(value) + ",\n")
-        put('"traceEvents": [\n')
-        first = True
-        batch = []
-        for e in events:
-            batch.append(json.dumps(e))
-            if len(batch) == 20000:
-                put(("" if first else ",\n") + ",\n".join(batch))
-                first = False
-                batch = []
-        if batch:
-            put(("" if first else ",\n") + ",\n".join(batch))
-        put("\n]}\n")
-    return size
 
 
 def mb(n):
@@ -180,7 +129,7 @@ def main():
     big_dir = os.path.join(work, "big")
     os.makedirs(big_dir, exist_ok=True)
     big = os.path.join(big_dir, "rank0.json")
-    big_bytes = write_trace(big, doc, scaled_trace(doc["traceEvents"], copies, 0))
+    big_bytes = write_trace(big, doc, repeated_events(doc["traceEvents"], copies))
     t_big, peak_big, _ = timed(analyze + [big], a.runs)
     two_dir = os.path.join(work, "two")
     os.makedirs(two_dir, exist_ok=True)
@@ -188,7 +137,7 @@ def main():
     if not os.path.exists(rank0):
         os.link(big, rank0)
     doc1 = dict(doc, distributedInfo=dict(doc.get("distributedInfo", {}), rank=1))
-    write_trace(rank1, doc1, scaled_trace(doc["traceEvents"], copies, 1))
+    write_trace(rank1, doc1, repeated_events(doc["traceEvents"], copies))
     t_two, _, _ = timed(analyze + [two_dir], a.runs)
     results.update(big_json_bytes=big_bytes, opscope_big_s=t_big, opscope_big_peak=peak_big,
                    opscope_two_ranks_s=t_two)
@@ -197,7 +146,7 @@ def main():
     if a.big_gb > 0:
         huge = os.path.join(work, "huge.json")
         n = max(1, int(a.big_gb * 1e9 / json_bytes))
-        huge_bytes = write_trace(huge, doc, scaled_trace(doc["traceEvents"], n, 0))
+        huge_bytes = write_trace(huge, doc, repeated_events(doc["traceEvents"], n))
         t_huge, peak_huge, _ = timed(analyze + [huge], 1)  # (and once more for the peak)
         results.update(huge_json_bytes=huge_bytes, opscope_huge_s=t_huge,
                        opscope_huge_peak=peak_huge)
