@@ -292,6 +292,13 @@ class Reader {
     Id id;
     bool has_id = false;
     std::string_view args_raw;
+    // A complete event's args are read where they stand (one pass over their text) when its
+    // phase and category came first, as Kineto and opscope write them; otherwise their text is
+    // kept and read once the event is whole.
+    Event pre;
+    EventDetail pre_detail;
+    bool args_read = false;
+    bool args_any = false;
 
     for (auto field : e) {
       // The key compared as it is written, without unescaping it into a buffer: every field
@@ -330,7 +337,17 @@ class Reader {
         id = read_id(v);
         has_id = true;
       } else if (k[0] == 'a' && is("args")) {
-        args_raw = raw_of(v, "\"args\"");
+        if (ph == "X" && !cat.empty()) {
+          RecordScope scope;
+          od::object o;
+          if (v.get_object().get(o) != simdjson::SUCCESS) {
+            fail(path_, "expected \"args\" to be an object" + at_event());
+          }
+          args_any = read_args_object(o, pre, pre_detail, kind_of(cat, scope) != EventKind::kRange);
+          args_read = true;
+        } else {
+          args_raw = raw_of(v, "\"args\"");
+        }
       } else {
         // "bp" (flows bind to the enclosing slice, which is how Kineto writes them), "s",
         // "id2", "tts", ...: not kept.
@@ -344,8 +361,12 @@ class Reader {
     switch (ph[0]) {
       case 'X':
         if (!has_ts) fail(path_, "a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
-        add_complete(cat, name, pid, tid, ts, has_dur ? std::max<std::int64_t>(dur, 0) : 0,
-                     args_raw);
+        if (!args_read) {
+          RecordScope scope;
+          args_any = read_args(args_raw, pre, pre_detail, kind_of(cat, scope) != EventKind::kRange);
+        }
+        add_complete(cat, name, pid, tid, ts, has_dur ? std::max<std::int64_t>(dur, 0) : 0, pre,
+                     std::move(pre_detail), args_any);
         return;
       case 'i':
       case 'I':
@@ -448,6 +469,12 @@ class Reader {
     if (doc.get_object().get(o) != simdjson::SUCCESS) {
       fail(path_, "expected \"args\" to be an object" + at_event());
     }
+    return read_args_object(o, e, d, gpu_side);
+  }
+
+  // The args object's fields, walked in the document (the main one, or a value's text parsed
+  // in place: either way its text lies in json_).
+  bool read_args_object(od::object& o, Event& e, EventDetail& d, bool gpu_side) {
     bool any = false;
     std::string other;
     for (auto f : o) {
@@ -518,11 +545,12 @@ class Reader {
     return any;
   }
 
+  // A complete event; `e` holds what its args set (read_args), `d` the rest of them when
+  // `has_detail`.
   void add_complete(std::string_view cat, std::string_view name, std::int64_t pid, const Id& tid,
-                    std::int64_t ts, std::int64_t dur, std::string_view args) {
+                    std::int64_t ts, std::int64_t dur, Event e, EventDetail d, bool has_detail) {
     RecordScope scope;
     const EventKind kind = kind_of(cat, scope);
-    Event e;
     e.name = keep_name(name);
     e.kind = kind;
     e.scope = scope;
@@ -530,9 +558,7 @@ class Reader {
     e.start_ns = ts;
     e.end_ns = ts + dur;
     e.thread = thread_index(pid, tid);
-    EventDetail d;
-    const bool gpu_side = kind != EventKind::kRange;
-    if (read_args(args, e, d, gpu_side)) {
+    if (has_detail) {
       if (is_gpu_kind(kind)) {
         Thread& t = threads_[static_cast<std::size_t>(e.thread)];
         t.gpu = true;
