@@ -6,11 +6,18 @@
 // kept as their raw JSON text (EventDetail::other_args). Numbers that are times are taken
 // from their text, not through a double: Kineto writes microseconds with a nanosecond
 // fraction (1682725898236567.123), more digits than a double holds.
+//
+// A text over 256 MiB is streamed instead (read_trace_streaming): StreamSplitter cuts its
+// events array into pieces between events as the file is read, each piece is parsed and read
+// like the whole text would be, and the top-level keys around the array are read last; neither
+// the text nor simdjson's index of it is ever held whole (a 270 MB trace: 440 MB peak against
+// 880 MB read whole, 20 % more time).
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -106,7 +113,21 @@ class Reader {
     builder_.reserve_for_import(json_.size() / 500);
   }
 
+  // The whole document in memory: one walk.
   std::shared_ptr<const ProfilerResult> read() {
+    read_top(/*events_read=*/false);
+    return build();
+  }
+
+  // The document in pieces of about `batch_bytes` (StreamSplitter): each piece of the events
+  // array parsed and read as it comes, then the rest of the document (its top-level keys
+  // around an emptied traceEvents).
+  std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes);
+
+ private:
+  // Walks the top-level object of json_. With `events_read`, its traceEvents is the emptied
+  // array of a streamed document, whose events were read already.
+  void read_top(bool events_read) {
     od::parser parser;
     od::document doc;
     check(parser.iterate(json_).get(doc), "the start of the document");
@@ -125,15 +146,8 @@ class Reader {
         saw_events = true;
         od::array events;
         check(v.get_array().get(events), "an array of events");
-        for (auto item : events) {
-          od::value ev;
-          check(item.get(ev), "an event");
-          const char* at = nullptr;
-          if (ev.current_location().get(at) == simdjson::SUCCESS) last_event_at_ = at;
-          od::object e;
-          check(ev.get_object().get(e), "an event object");
-          read_event(e);
-        }
+        read_events(events);
+        if (events_read) last_event_at_ = nullptr;
       } else if (key == "deviceProperties") {
         device_properties_ = std::string(raw_of(v, "deviceProperties"));
         if (device_properties_ == "[]") device_properties_.clear();
@@ -155,8 +169,8 @@ class Reader {
     // Anything after the top-level object is an error (the document is one value).
     const char* after = nullptr;
     if (doc.current_location().get(after) == simdjson::SUCCESS && after != nullptr) {
-      fail(path_, "unexpected text after the trace object at byte " +
-                      std::to_string(after - json_.data()));
+      fail(path_,
+           "unexpected text after the trace object at byte " + std::to_string(offset_of(after)));
     }
     if (!saw_events && saw_nodes) {
       fail(path_,
@@ -164,10 +178,27 @@ class Reader {
            "\"traceEvents\"");
     }
     if (!saw_events) fail(path_, "no \"traceEvents\" array in the top-level object");
-    return build();
   }
 
- private:
+  void read_events(od::array& events) {
+    for (auto item : events) {
+      od::value ev;
+      check(item.get(ev), "an event");
+      const char* at = nullptr;
+      if (ev.current_location().get(at) == simdjson::SUCCESS) last_event_at_ = at;
+      od::object e;
+      check(ev.get_object().get(e), "an event object");
+      read_event(e);
+    }
+  }
+
+  // The byte of the trace's JSON text that `p` (in json_) stands for: json_ may be a piece of
+  // it (offset_base_), or its top-level keys with the events cut out (those after the cut, from
+  // split_at_ on, stand split_shift_ bytes further).
+  std::int64_t offset_of(const char* p) const {
+    const auto at = static_cast<std::int64_t>(p - json_.data());
+    return offset_base_ + at + (at >= split_at_ ? split_shift_ : 0);
+  }
   struct Thread {
     std::int64_t pid;
     Id tid;
@@ -212,8 +243,11 @@ class Reader {
 
   void check(simdjson::error_code code, const char* expected) {
     if (code == simdjson::SUCCESS) return;
-    internal::fail_malformed(path_, std::string_view(json_.data(), json_.size()), code, at_event(),
-                             expected);
+    // The strict parser names the exact byte when json_ is the whole text; a piece of a
+    // streamed one is named by its event.
+    internal::fail_malformed(
+        path_, streamed_ ? std::string_view() : std::string_view(json_.data(), json_.size()), code,
+        at_event(), expected);
   }
 
   // A JSON number or a string of digits as an integer id; anything else keeps its text.
@@ -244,8 +278,7 @@ class Reader {
 
   std::string at_event() const {
     if (last_event_at_ == nullptr) return "";
-    return " (in the event that starts at byte " + std::to_string(last_event_at_ - json_.data()) +
-           ")";
+    return " (in the event that starts at byte " + std::to_string(offset_of(last_event_at_)) + ")";
   }
 
   std::int32_t thread_index(std::int64_t pid, const Id& tid) {
@@ -690,6 +723,10 @@ class Reader {
   od::parser args_parser_;
   ProfilerResult::Builder builder_;
   const char* last_event_at_ = nullptr;
+  bool streamed_ = false;         // json_ is a piece of the text, read_streaming()
+  std::int64_t offset_base_ = 0;  // offset_of()
+  std::int64_t split_at_ = INT64_MAX;
+  std::int64_t split_shift_ = 0;
   std::map<std::pair<std::int64_t, Id>, std::int32_t> thread_of_;
   std::vector<Thread> threads_;
   std::map<std::int64_t, Process> processes_;
@@ -703,12 +740,242 @@ class Reader {
   std::uint64_t skipped_ = 0;  // events of a phase the model does not hold
 };
 
+// The events array of a Chrome trace cut out of its text as the text comes, in pieces that end
+// between two events: a byte-level walk that knows strings, escapes and nesting, nothing more
+// (simdjson checks each piece). What is not the events (the top-level keys around them) is kept
+// apart, the array emptied, to be read when the events are.
+class StreamSplitter {
+ public:
+  explicit StreamSplitter(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
+
+  // Takes the next bytes of the text; calls on_events(text, offset of its first byte in the
+  // whole text) for each piece of the events ready: whole events separated by commas.
+  template <typename OnEvents>
+  void feed(std::string_view chunk, OnEvents&& on_events) {
+    std::size_t seg = 0;  // where the events text not yet copied starts in this chunk
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      const char c = chunk[i];
+      if (where_ != Where::kEvents) {
+        rest_.push_back(c);
+        if (walk_outside(c)) {  // the events array opens after this '['
+          where_ = Where::kEvents;
+          depth_ = 2;
+          events_offset_ = consumed_ + static_cast<std::int64_t>(i) + 1;
+          seg = i + 1;
+        }
+        continue;
+      }
+      if (in_string_) {
+        if (escaped_) {
+          escaped_ = false;
+        } else if (c == '\\') {
+          escaped_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+        continue;
+      }
+      if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[') {
+        ++depth_;
+      } else if (c == '}') {
+        --depth_;
+      } else if (c == ']' && --depth_ == 1) {
+        // The events array closes: the last piece, then the text after it.
+        events_.append(chunk.data() + seg, i - seg);
+        flush(on_events);
+        where_ = Where::kAfter;
+        split_at_ = static_cast<std::int64_t>(rest_.size());
+        suffix_offset_ = consumed_ + static_cast<std::int64_t>(i);
+        rest_.push_back(c);
+      } else if (c == ',' && depth_ == 2) {
+        // Between two events: a place to cut.
+        events_.append(chunk.data() + seg, i - seg);
+        seg = i + 1;
+        if (events_.size() >= batch_bytes_) {
+          flush(on_events);
+          events_offset_ = consumed_ + static_cast<std::int64_t>(i) + 1;
+        } else {
+          events_.push_back(',');
+        }
+      }
+    }
+    if (where_ == Where::kEvents) events_.append(chunk.data() + seg, chunk.size() - seg);
+    consumed_ += static_cast<std::int64_t>(chunk.size());
+  }
+
+  // True when the events array opened and closed.
+  bool complete() const { return where_ == Where::kAfter; }
+  // The text without the events ("traceEvents": []): what came before them, up to and with
+  // the '[', and what came after, from the ']'.
+  const std::string& rest() const { return rest_; }
+  // Where the part after the events starts in rest(), and how much further on it stood in the
+  // text.
+  std::int64_t split_at() const { return split_at_; }
+  std::int64_t split_shift() const { return suffix_offset_ - split_at_; }
+
+ private:
+  enum class Where { kBefore, kEvents, kAfter };
+
+  template <typename OnEvents>
+  void flush(OnEvents&& on_events) {
+    if (events_.find_first_not_of(" \t\r\n") != std::string::npos) {
+      on_events(std::string_view(events_), events_offset_);
+    }
+    events_.clear();
+  }
+
+  // Outside the events: follows strings and nesting to find the top-level key "traceEvents"
+  // whose value is an array; returns true on that array's '['.
+  bool walk_outside(char c) {
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        if (depth_ == 1 && expect_key_) {
+          key_ = rest_.substr(key_start_, rest_.size() - 1 - key_start_);
+        }
+      }
+      return false;
+    }
+    if (events_next_ && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      events_next_ = false;
+      if (c == '[' && where_ == Where::kBefore) return true;
+    }
+    switch (c) {
+      case '"':
+        in_string_ = true;
+        key_start_ = rest_.size();
+        break;
+      case '{':
+      case '[':
+        if (++depth_ == 1) expect_key_ = true;
+        break;
+      case '}':
+      case ']':
+        --depth_;
+        break;
+      case ',':
+        if (depth_ == 1) expect_key_ = true;
+        break;
+      case ':':
+        if (depth_ == 1) {
+          expect_key_ = false;
+          events_next_ = key_ == "traceEvents";
+        }
+        break;
+      default:
+        break;
+    }
+    return false;
+  }
+
+  std::size_t batch_bytes_;
+  Where where_ = Where::kBefore;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escaped_ = false;
+  bool expect_key_ = false;
+  bool events_next_ = false;
+  std::size_t key_start_ = 0;
+  std::string key_;
+  std::string rest_;
+  std::string events_;
+  std::int64_t events_offset_ = 0;  // the text offset of events_[0]
+  std::int64_t consumed_ = 0;       // bytes of text before the chunk being fed
+  std::int64_t suffix_offset_ = 0;
+  std::int64_t split_at_ = INT64_MAX;
+};
+
+std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_bytes) {
+  gzFile f = gzopen(path_.c_str(), "rb");
+  if (f == nullptr) fail(path_, std::strerror(errno));
+  struct Closer {
+    gzFile f;
+    ~Closer() { gzclose(f); }
+  } closer{f};
+  gzbuffer(f, 1 << 20);
+  StreamSplitter splitter(batch_bytes);
+  streamed_ = true;
+  od::parser parser;
+  std::vector<char> chunk(std::min<std::size_t>(batch_bytes, std::size_t{16} << 20));
+  const auto on_events = [&](std::string_view text, std::int64_t offset) {
+    // The piece as an array of its own: "[" + events + "]".
+    json_ = simdjson::padded_string(text.size() + 2);
+    json_.data()[0] = '[';
+    std::memcpy(json_.data() + 1, text.data(), text.size());
+    json_.data()[text.size() + 1] = ']';
+    offset_base_ = offset - 1;
+    split_at_ = INT64_MAX;
+    od::document doc;
+    check(parser.iterate(json_).get(doc), "the events");
+    od::array events;
+    check(doc.get_array().get(events), "an array of events");
+    read_events(events);
+  };
+  for (;;) {
+    const int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
+    if (n < 0) {
+      int code = 0;
+      const char* why = gzerror(f, &code);
+      fail(path_, code == Z_ERRNO ? std::strerror(errno)
+                                  : std::string("not valid gzip data (") + why + ")");
+    }
+    if (n == 0) {
+      // zlib ends a truncated member as if the text ended, and says so only here.
+      int code = 0;
+      const char* why = gzerror(f, &code);
+      if (code != Z_OK) {
+        fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
+      }
+      break;
+    }
+    splitter.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)), on_events);
+  }
+  if (!splitter.complete()) {
+    // No events array closed at the top level: the text (kept whole in rest()) read as one
+    // document, which names what is wrong with it.
+    streamed_ = false;
+    offset_base_ = 0;
+    json_ = simdjson::padded_string(splitter.rest());
+    read_top(/*events_read=*/false);
+    return build();
+  }
+  json_ = simdjson::padded_string(splitter.rest());
+  offset_base_ = 0;
+  split_at_ = splitter.split_at();
+  split_shift_ = splitter.split_shift();
+  last_event_at_ = nullptr;
+  read_top(/*events_read=*/true);
+  return build();
+}
+
 }  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
+  // A text larger than this is read in pieces of kStreamBatch bytes, so that neither the text
+  // nor simdjson's index of it (a 4-byte position for each of its tokens) is held whole.
+  constexpr std::int64_t kStreamAbove = std::int64_t{256} << 20;
+  if (internal::trace_text_size(path) > kStreamAbove) {
+    return internal::read_trace_streaming(path, std::size_t{16} << 20);
+  }
   Reader reader(path, internal::load_trace_text(path));
   return reader.read();
 }
+
+namespace internal {
+
+std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
+                                                           std::size_t batch_bytes) {
+  Reader reader(path, simdjson::padded_string());
+  return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1));
+}
+
+}  // namespace internal
 
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
                                                                unsigned threads) {

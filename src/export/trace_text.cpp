@@ -112,6 +112,23 @@ simdjson::padded_string load_trace_text(const std::string& path) {
   return simdjson::padded_string(out);
 }
 
+std::int64_t trace_text_size(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  const auto size = static_cast<std::int64_t>(st.st_size);
+  unsigned char head[2] = {0, 0};
+  if (size < 18 || ::pread(fd, head, 2, 0) != 2 || head[0] != 0x1f || head[1] != 0x8b) return size;
+  std::uint32_t isize = 0;
+  if (::pread(fd, &isize, 4, size - 4) != 4) return size;
+  return std::max<std::int64_t>(isize, size * 4);
+}
+
 simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view& out) {
   namespace od = simdjson::ondemand;
   od::json_type type = od::json_type::null;
@@ -139,7 +156,7 @@ simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view
 void fail_malformed(const std::string& path, std::string_view json, simdjson::error_code code,
                     const std::string& where, const char* expected) {
   std::string exact;
-  if (!is_valid_json(json, &exact)) fail(path, "malformed JSON: " + exact);
+  if (!json.empty() && !is_valid_json(json, &exact)) fail(path, "malformed JSON: " + exact);
   fail(path,
        "malformed JSON" + where + ": expected " + expected + "; " + simdjson::error_message(code));
 }

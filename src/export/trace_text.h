@@ -4,8 +4,12 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include "opscope/result.h"
 
 namespace opscope::internal {
 
@@ -16,15 +20,26 @@ namespace opscope::internal {
 // naming what went wrong (the system's error, or the byte of the bad gzip member).
 simdjson::padded_string load_trace_text(const std::string& path);
 
+// The size of the file's JSON text, or a bound below it: a plain file's size; for gzip, the
+// size its trailer states (modulo 4 GiB) or four times its compressed size, whichever is
+// larger. -1 when the file cannot be examined (load_trace_text then says why).
+std::int64_t trace_text_size(const std::string& path);
+
+// read_trace() of a text of any size in bounded memory: the events array parsed in pieces of
+// about `batch_bytes` as the file is read (inflated by zlib when it is gzip). read_trace() takes
+// this way for texts over 256 MiB; the tests call it with small pieces.
+std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
+                                                           std::size_t batch_bytes);
+
 // A value's JSON text as written (an object or array whole), without the whitespace around it
 // (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the
 // next token, so it is trimmed); simdjson's error when the value is not well formed.
 simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view& out);
 
 // Throws Error "cannot read trace PATH: malformed JSON...": where the strict parser
-// (is_valid_json) finds the first problem in `json`, when it does (simdjson finds some errors,
-// an unclosed string, before it walks, without a position); else `where` (" (in the event that
-// starts at byte N)"), what was `expected` there and simdjson's message for `code`.
+// (is_valid_json) finds the first problem in `json` (empty: not asked), when it does (simdjson
+// finds some errors, an unclosed string, before it walks, without a position); else `where` (" (in
+// the event that starts at byte N)"), what was `expected` there and simdjson's message for `code`.
 [[noreturn]] void fail_malformed(const std::string& path, std::string_view json,
                                  simdjson::error_code code, const std::string& where,
                                  const char* expected);

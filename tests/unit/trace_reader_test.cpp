@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "export/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "support/test_support.h"
@@ -230,6 +231,81 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
   }
 }
 
+// The streamed read (the way texts over 256 MiB go) gives what the whole read gives, for every
+// shared trace, plain and gzip, cut into pieces as small as one byte of text; the trace
+// exported again from either is the same text.
+TEST(TraceReader, StreamedReadIsTheWholeRead) {
+  const std::string root = peers("kineto-traces");
+  if (!fs::exists(root)) GTEST_SKIP() << "no " << root << " (../shared/peers)";
+  int compared = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string gz = entry.path().string();
+    if (!entry.is_regular_file() || !gz.ends_with(".json.gz") ||
+        gz.find("_et.json") != std::string::npos) {
+      continue;
+    }
+    SCOPED_TRACE(gz);
+    const std::string whole = chrome_trace_json(*read_trace(gz));
+    const std::string plain = write_file("plain.json", gunzip(gz));
+    for (const std::size_t batch : {std::size_t{1}, std::size_t{4096}, std::size_t{1} << 20}) {
+      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch)), whole) << batch;
+      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch)), whole) << batch;
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 15);
+}
+
+// Strings holding what the cutter looks for (commas, brackets, braces, escaped quotes and
+// backslashes, a key named traceEvents inside an event), keys before and after the events,
+// an empty array, and errors named at their byte in the whole text.
+TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
+  const std::string events =
+      R"([ {"ph":"X","cat":"cpu_op","name":"a,]}\"[{","pid":1,"tid":1,"ts":1,"dur":5,)"
+      R"("args":{"traceEvents":[1,{"x":"],"}],"k\\":"\\"}},)"
+      "\n  "
+      R"({"ph":"X","cat":"cpu_op","name":"b","pid":1,"tid":2,"ts":2,"dur":1} ])";
+  const std::string text = R"({"distributedInfo": {"rank": 3}, "x": "traceEvents",
+    "traceEvents": )" + events +
+                           R"(, "deviceProperties": [{"id": 0}], "traceName": "t"})";
+  const std::string path = write_file("tricky.json", text);
+  const std::string whole = chrome_trace_json(*read_trace(path));
+  for (const std::size_t batch : {std::size_t{1}, std::size_t{2}, std::size_t{64}}) {
+    const auto r = internal::read_trace_streaming(path, batch);
+    EXPECT_EQ(chrome_trace_json(*r), whole) << batch;
+    EXPECT_EQ(r->rank(), 3);
+    ASSERT_EQ(r->events().size(), 2u);
+    EXPECT_EQ(r->events()[0].name, "a,]}\"[{");
+  }
+  const std::string empty =
+      write_file("empty_events.json", R"({"traceEvents": [ ], "traceName": "t"})");
+  EXPECT_TRUE(internal::read_trace_streaming(empty, 1)->events().empty());
+
+  // An event that is not an object, in the second piece: named at its byte.
+  const std::string bad_text =
+      R"({"traceEvents": [{"ph":"X","cat":"c","name":"a","pid":1,"tid":1,"ts":1,"dur":1}, 7]})";
+  const std::string bad = write_file("bad_event.json", bad_text);
+  const std::string at = "byte " + std::to_string(bad_text.find(", 7") + 2);
+  for (const std::size_t batch : {std::size_t{1}, std::size_t{8}}) {
+    try {
+      internal::read_trace_streaming(bad, batch);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what() << " want " << at;
+    }
+  }
+  // Truncated in the events, and not a trace at all: refused, as by the whole read.
+  const std::string cut = write_file("cut.json", text.substr(0, text.find("\"b\"")));
+  EXPECT_THROW(internal::read_trace_streaming(cut, 4), Error);
+  const std::string chakra = write_file("nodes.json", R"({"nodes": [], "schema": "1"})");
+  try {
+    internal::read_trace_streaming(chakra, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("execution trace"), std::string::npos) << e.what();
+  }
+}
+
 // Ranks read in parallel come back in the order given, each the same as read alone; the
 // first unreadable path (in that order) is the error, whichever thread met it first.
 TEST(TraceReader, ReadsRanksInParallelInTheOrderGiven) {
@@ -254,8 +330,7 @@ TEST(TraceReader, ReadsRanksInParallelInTheOrderGiven) {
     read_traces(with_bad, 3);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/rank.json"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/rank.json"), std::string::npos) << e.what();
   }
 }
 
