@@ -82,15 +82,15 @@ struct StackFrame {
 // The GPU side of an event: what Kineto's args say about a kernel, a copy, a memset, or the
 // runtime call that launched one. -1 (or 0 for sizes) where the trace did not say.
 struct GpuInfo {
-  std::int32_t device = -1;
   std::int64_t stream = -1;
-  std::int64_t correlation = -1;  // the runtime call and the GPU work it launched share it
-  std::int64_t external_id = -1;  // the CPU op the launch ran under ("External id")
+  std::int64_t correlation = -1;    // the runtime call and the GPU work it launched share it
+  std::int64_t external_id = -1;    // the CPU op the launch ran under ("External id")
+  std::int64_t shared_memory = -1;  // bytes
+  std::int64_t bytes = -1;          // copies and memsets
+  std::int32_t device = -1;
   std::int32_t grid[3] = {0, 0, 0};
   std::int32_t block[3] = {0, 0, 0};
   std::int32_t registers_per_thread = -1;
-  std::int64_t shared_memory = -1;  // bytes
-  std::int64_t bytes = -1;          // copies and memsets
 };
 
 // What lenses recorded about one event. Only events that have some carry one.
@@ -104,8 +104,9 @@ struct EventDetail {
   GpuInfo gpu;                        // GPU kinds and kRuntime / kDriver
   // The args of an event read from a trace that none of the fields above hold, as the JSON
   // text of an object ({"Ev Idx": 3, ...}); empty when there were none. Exports write them
-  // back, so nothing a trace carried is lost.
-  std::string other_args;
+  // back, so nothing a trace carried is lost. Stable for the result's lifetime (the result
+  // holds the text: ProfilerResult::Builder::keep_text).
+  std::string_view other_args;
 };
 
 struct ThreadInfo {
@@ -238,6 +239,11 @@ class ProfilerResult {
   std::vector<std::pair<std::string, std::string>> metadata_;
   SessionStats stats_;
   std::deque<std::string> names_;  // storage for names the result owns
+  // Storage for texts the result owns (keep_text): blocks filled one after the other, so that
+  // a million short texts cost their bytes and not a string object and an allocation each.
+  std::vector<std::unique_ptr<char[]>> text_blocks_;
+  char* text_tail_ = nullptr;
+  std::size_t text_left_ = 0;
   std::int64_t pid_ = 0;
   std::int64_t start_time_ns_ = 0;
   std::int64_t end_time_ns_ = 0;
@@ -297,6 +303,8 @@ class ProfilerResult::Builder {
   void apply_links(Fn&& fn) {
     for (Event& e : result_->events_) fn(e);
   }
+  // Copies `text` into the result and returns the copy, stable for the result's lifetime.
+  std::string_view keep_text(std::string_view text);
   // Adds lens data and returns its index for Event::detail.
   std::int32_t add_detail(EventDetail detail);
   // Adds a distinct stack (innermost first) and returns its index for EventDetail::stack.

@@ -105,12 +105,14 @@ struct Id {
 
 class Reader {
  public:
-  Reader(std::string path, simdjson::padded_string json)
+  // `text_size`: the size of the trace's text, to make room for its events up front.
+  Reader(std::string path, simdjson::padded_string json, std::int64_t text_size)
       : path_(std::move(path)), json_(std::move(json)) {
-    // Room for the events up front, so that the growing vector is not copied again and again:
-    // Kineto writes 250 to 500 bytes an event, and a low guess grows once or twice where a high
-    // one would hold memory the trace never fills.
-    builder_.reserve_for_import(json_.size() / 500);
+    // Room for the events up front, so that the growing vectors are not copied as they grow (a
+    // copy of the details is briefly twice their memory). Kineto writes 250 to 500 bytes an
+    // event; room that is never written takes address space, not memory.
+    builder_.reserve_for_import(static_cast<std::size_t>(std::max<std::int64_t>(text_size, 0)) /
+                                250);
   }
 
   // The whole document in memory: one walk.
@@ -509,7 +511,8 @@ class Reader {
   // in place: either way its text lies in json_).
   bool read_args_object(od::object& o, Event& e, EventDetail& d, bool gpu_side) {
     bool any = false;
-    std::string other;
+    std::string& other = other_args_;  // one buffer for every event: its text is kept (copied)
+    other.clear();
     for (auto f : o) {
       // The key as it is written (escapes and all): the args are parsed in place, so its text
       // runs from just after its opening quote to the last quote before the value.
@@ -572,7 +575,7 @@ class Reader {
     }
     if (!other.empty()) {
       other += "}";
-      d.other_args = std::move(other);
+      d.other_args = builder_.keep_text(other);
       any = true;
     }
     return any;
@@ -723,6 +726,7 @@ class Reader {
   od::parser args_parser_;
   ProfilerResult::Builder builder_;
   const char* last_event_at_ = nullptr;
+  std::string other_args_;        // read_args_object()'s buffer
   bool streamed_ = false;         // json_ is a piece of the text, read_streaming()
   std::int64_t offset_base_ = 0;  // offset_of()
   std::int64_t split_at_ = INT64_MAX;
@@ -902,7 +906,8 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
   StreamSplitter splitter(batch_bytes);
   streamed_ = true;
   od::parser parser;
-  std::vector<char> chunk(std::min<std::size_t>(batch_bytes, std::size_t{16} << 20));
+  // Small reads: a piece ends at the first cut after batch_bytes, within one read of it.
+  std::vector<char> chunk(std::min<std::size_t>(batch_bytes, std::size_t{1} << 20));
   const auto on_events = [&](std::string_view text, std::int64_t offset) {
     // The piece as an array of its own: "[" + events + "]".
     json_ = simdjson::padded_string(text.size() + 2);
@@ -957,13 +962,15 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
 }  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
-  // A text larger than this is read in pieces of kStreamBatch bytes, so that neither the text
+  // A text larger than this is read in pieces of 8 MiB, so that neither the text
   // nor simdjson's index of it (a 4-byte position for each of its tokens) is held whole.
   constexpr std::int64_t kStreamAbove = std::int64_t{256} << 20;
   if (internal::trace_text_size(path) > kStreamAbove) {
-    return internal::read_trace_streaming(path, std::size_t{16} << 20);
+    return internal::read_trace_streaming(path, std::size_t{8} << 20);
   }
-  Reader reader(path, internal::load_trace_text(path));
+  simdjson::padded_string text = internal::load_trace_text(path);
+  const auto size = static_cast<std::int64_t>(text.size());
+  Reader reader(path, std::move(text), size);
   return reader.read();
 }
 
@@ -971,7 +978,7 @@ namespace internal {
 
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes) {
-  Reader reader(path, simdjson::padded_string());
+  Reader reader(path, simdjson::padded_string(), trace_text_size(path));
   return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1));
 }
 

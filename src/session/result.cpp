@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 
 #include "opscope/error.h"
@@ -20,6 +21,24 @@ std::int32_t ProfilerResult::Builder::add_thread(ThreadInfo info) {
 
 std::string_view ProfilerResult::Builder::keep(std::string_view name) {
   return result_->names_.emplace_back(name);
+}
+
+std::string_view ProfilerResult::Builder::keep_text(std::string_view text) {
+  if (text.empty()) return {};
+  ProfilerResult& r = *result_;
+  if (text.size() > r.text_left_) {
+    // A block holds many texts; one longer than a block gets a block of its own.
+    constexpr std::size_t kBlock = std::size_t{1} << 20;
+    const std::size_t size = std::max(kBlock, text.size());
+    r.text_blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    r.text_tail_ = r.text_blocks_.back().get();
+    r.text_left_ = size;
+  }
+  std::memcpy(r.text_tail_, text.data(), text.size());
+  const std::string_view kept(r.text_tail_, text.size());
+  r.text_tail_ += text.size();
+  r.text_left_ -= text.size();
+  return kept;
 }
 
 void ProfilerResult::Builder::add_event(const Event& event) { result_->events_.push_back(event); }
