@@ -4,7 +4,6 @@
 // (tests/peers/longer_trace.py: a real job's events repeated with their own times, ids and
 // steps), so the goldens hold only HTA's tables.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +13,7 @@
 
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
+#include "support/test_support.h"
 
 namespace opscope {
 namespace {
@@ -26,15 +26,7 @@ using tests::ours;
 using tests::scratch;
 
 nlohmann::json read_gzip_json(const fs::path& p) {
-  gzFile f = gzopen(p.c_str(), "rb");
-  EXPECT_NE(f, nullptr) << p;
-  if (f == nullptr) return {};
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
-  gzclose(f);
-  return nlohmann::json::parse(text);
+  return nlohmann::json::parse(testing::read_gzip_file(p.string()));
 }
 
 // Rows in the order of a numeric column (launches by correlation id): both sides then go

@@ -1,7 +1,6 @@
 // `opscope merge`: the ranks of a job in one Chrome trace. The merged file is read back with
 // nlohmann's parser and every input event is found in it, under its rank's processes.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +13,7 @@
 
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
+#include "support/test_support.h"
 
 namespace opscope {
 namespace {
@@ -28,15 +28,7 @@ const std::string kTraces = kPeers + "/kineto-traces/";
 
 // A .json or .json.gz file parsed (zlib reads both).
 nlohmann::json read_any(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  EXPECT_NE(f, nullptr) << path;
-  if (f == nullptr) return {};
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
-  gzclose(f);
-  return nlohmann::json::parse(text);
+  return nlohmann::json::parse(testing::read_gzip_file(path));
 }
 
 bool is_process_meta(const nlohmann::json& e) {

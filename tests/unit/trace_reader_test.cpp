@@ -2,7 +2,6 @@
 // JSON parser (nlohmann) on the real traces PyTorch wrote (../shared/peers/kineto-traces), and
 // on small traces that carry the quirks of real ones.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -24,16 +23,7 @@ namespace fs = std::filesystem;
 
 std::string peers(const std::string& rel) { return std::string(OPSCOPE_PEERS_DIR) + "/" + rel; }
 
-std::string gunzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  EXPECT_NE(f, nullptr) << path;
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  gzclose(f);
-  return out;
-}
+std::string gunzip(const std::string& path) { return testing::read_gzip_file(path); }
 
 fs::path scratch(const std::string& name) {
   const fs::path dir =
