@@ -165,8 +165,9 @@ and what changed.
   --short-names          group by the name without return type, template and function
                          arguments (HTA's shorten_name)
   --labels C,T           the column prefixes (default: Control,Test)
-  --format F             text (default), json ({"ops_diff": [...], "ops_summary": [...]}),
-                         csv, html (one self-contained page with both tables)
+  --format F             text (default; names over 100 characters shortened in the
+                         middle), json ({"ops_diff": [...], "ops_summary": [...]}), csv,
+                         html (one self-contained page with both tables)
   --output FILE          write there instead of standard output (replaced whole, or left
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text

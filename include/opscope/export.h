@@ -78,7 +78,8 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
                                 std::span<const std::string> out_paths,
                                 const ReportOptions& options = {});
 
-// Reports as text (an aligned table each), JSON (one object: {"report": [{"column": value,
+// Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
+// name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
 // ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
 // table when there are several) or HTML (one self-contained page: every table, and charts of
 // the temporal breakdown, idle time, kernel types and kernel durations across ranks).

@@ -1,4 +1,5 @@
-// format_reports(): the text, JSON and CSV forms (HTML: report_html.cpp) of analysis reports (opscope/trace_analysis.h).
+// format_reports(): the text, JSON and CSV forms (HTML: report_html.cpp) of analysis reports
+// (opscope/trace_analysis.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,23 @@ std::string cell_text(const ReportCell& c) {
     return s;
   }
   return std::get<std::string>(c);
+}
+
+// A cell of a text table: a text longer than kMaxTextCell bytes (a templated kernel's name runs
+// to thousands) keeps its start and end around "...", so that the table stays readable; JSON and
+// CSV keep every text whole. The cut never falls inside a UTF-8 sequence.
+constexpr std::size_t kMaxTextCell = 100;
+
+std::string text_cell(std::string s) {
+  if (s.size() <= kMaxTextCell) return s;
+  const auto continuation = [&](std::size_t i) {
+    return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+  };
+  std::size_t head = 60;
+  while (head > 0 && continuation(head)) --head;
+  std::size_t tail = s.size() - (kMaxTextCell - 3 - 60);
+  while (tail < s.size() && continuation(tail)) ++tail;
+  return s.substr(0, head) + "..." + s.substr(tail);
 }
 
 std::string csv_field(const std::string& s) {
@@ -96,7 +114,9 @@ std::string format_reports(std::span<const Report> reports, ReportFormat format)
         for (const auto& row : r.rows) {
           cells.emplace_back();
           for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) {
-            cells.back().push_back(cell_text(row[c]));
+            cells.back().push_back(std::holds_alternative<std::string>(row[c])
+                                       ? text_cell(cell_text(row[c]))
+                                       : cell_text(row[c]));
             width[c] = std::max(width[c], cells.back().back().size());
           }
         }

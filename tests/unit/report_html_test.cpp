@@ -1,7 +1,7 @@
-// `opscope analyze --format html`: one self-contained page with every table, and charts a
-// browser really draws: rendered by headless Chromium, screenshotted, and the PNG decoded to
-// check each chart's parts are painted in their colours (and an absent part is not).
-// The screenshot is skipped when Chromium is not installed.
+// `opscope analyze --format html`: one self-contained page (and the text tables' long names) with
+// every table, and charts a browser really draws: rendered by headless Chromium, screenshotted, and
+// the PNG decoded to check each chart's parts are painted in their colours (and an absent part is
+// not). The screenshot is skipped when Chromium is not installed.
 //
 // Set OPSCOPE_TEST_ARTIFACTS to a directory to keep the page and its screenshot there.
 #include <gtest/gtest.h>
@@ -87,6 +87,30 @@ TEST(ReportHtml, OnePageWithEveryRowEscapedAndNothingFetched) {
   const std::string table_only = format_reports({&ops, 1}, ReportFormat::kHtml);
   EXPECT_EQ(table_only.find("<svg"), std::string::npos);
   EXPECT_NE(table_only.find("<td>aten::mm</td>"), std::string::npos);
+}
+
+// Text tables shorten a long name (a templated kernel's runs to thousands of bytes) in the
+// middle, never inside a UTF-8 character; JSON, CSV and HTML keep it whole.
+TEST(ReportText, LongNamesAreShortenedInTextOnly) {
+  const std::string name = "void at::native::kernel<" + std::string(300, 'T') + "é>(int, float)";
+  const Report r{"kernels", {"name", "sum (us)"}, {{name, 1.5}, {std::string("short"), 2.0}}};
+  const std::string text = format_reports({&r, 1}, ReportFormat::kText);
+  EXPECT_EQ(text.find(name), std::string::npos);
+  const std::size_t dots = text.find("...");
+  ASSERT_NE(dots, std::string::npos) << text;
+  EXPECT_NE(text.find("void at::native::kernel<TTT"), std::string::npos) << text;
+  EXPECT_NE(text.find("TTé>(int, float)"), std::string::npos) << text;
+  // Every line of the table is at most the shortened name, two spaces and the number.
+  for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+    EXPECT_LE(end - at, 100u + 2 + 8) << text.substr(at, end - at);
+  }
+  EXPECT_NE(text.find("short"), std::string::npos);
+  for (const ReportFormat f : {ReportFormat::kJson, ReportFormat::kCsv}) {
+    EXPECT_NE(format_reports({&r, 1}, f).find(name), std::string::npos) << static_cast<int>(f);
+  }
+  EXPECT_NE(format_reports({&r, 1}, ReportFormat::kHtml)
+                .find(std::string(300, 'T') + "é&gt;(int, float)"),
+            std::string::npos);
 }
 
 struct Swatch {
