@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -53,44 +54,49 @@ namespace od = simdjson::ondemand;
 // exactly: digits before the point are microseconds, up to three after it nanoseconds.
 bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
   if (!t.empty() && t.front() == '"') t = t.substr(1, t.size() >= 2 ? t.size() - 2 : 0);
-  bool negative = false;
-  if (!t.empty() && t.front() == '-') {
-    negative = true;
-    t.remove_prefix(1);
+  const char* p = t.data();
+  const char* const end = p + t.size();
+  const bool negative = p != end && *p == '-';
+  if (negative) ++p;
+  // The digits before the point (or exponent) by hand: every event has two such numbers, and
+  // from_chars plus a search for ".eE" cost more than the rest of the number's reading.
+  std::uint64_t us = 0;
+  const char* const digits = p;
+  while (p != end && static_cast<unsigned>(*p - '0') < 10) {
+    us = us * 10 + static_cast<unsigned>(*p - '0');
+    ++p;
   }
-  const std::size_t point = t.find_first_of(".eE");
-  if (point != std::string_view::npos && t[point] != '.') {
+  // Past what an int64 of nanoseconds holds (and, over 19 digits, what the loop summed).
+  if (p - digits > 19 || us > static_cast<std::uint64_t>(INT64_MAX / 1000 - 1)) return false;
+  if (p != end && *p != '.') {
+    if (*p != 'e' && *p != 'E') return false;
     // An exponent: rare; a double is as good as the text then.
     double v = 0;
-    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (ec != std::errc() || end != t.data() + t.size()) return false;
-    ns = static_cast<std::int64_t>(v * 1000.0 + (v >= 0 ? 0.5 : -0.5)) * (negative ? -1 : 1);
+    const auto [stop, ec] = std::from_chars(digits, end, v);
+    if (ec != std::errc() || stop != end) return false;
+    ns = static_cast<std::int64_t>(v * 1000.0 + 0.5) * (negative ? -1 : 1);
     return true;
   }
-  const std::string_view whole = t.substr(0, point);
-  std::int64_t us = 0;
-  if (whole.empty()) {
-    us = 0;
-  } else {
-    const auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), us);
-    if (ec != std::errc() || end != whole.data() + whole.size()) return false;
-  }
   std::int64_t frac = 0;
-  if (point != std::string_view::npos) {
-    std::string_view f = t.substr(point + 1);
-    if (f.empty() || f.find_first_not_of("0123456789") != std::string_view::npos) return false;
-    int digits = 0;
-    for (char c : f) {
-      if (digits == 3) {
-        if (c >= '5') ++frac;  // rounds to the nearest ns
-        break;
+  if (p != end) {  // the point: up to three digits are nanoseconds, the fourth rounds
+    ++p;
+    if (p == end) return false;
+    int n = 0;
+    for (; p != end; ++p) {
+      const auto d = static_cast<unsigned>(*p - '0');
+      if (d >= 10) return false;
+      if (n < 3) {
+        frac = frac * 10 + d;
+      } else if (n == 3 && d >= 5) {
+        ++frac;  // rounds to the nearest ns
       }
-      frac = frac * 10 + (c - '0');
-      ++digits;
+      ++n;
     }
-    for (; digits < 3; ++digits) frac *= 10;
+    for (; n < 3; ++n) frac *= 10;
+  } else if (p == digits) {
+    return false;  // no digits at all
   }
-  ns = (us * 1000 + frac) * (negative ? -1 : 1);
+  ns = (static_cast<std::int64_t>(us) * 1000 + frac) * (negative ? -1 : 1);
   return true;
 }
 
@@ -216,7 +222,7 @@ class Reader {
     std::int64_t sort_index = -1;
   };
   struct PendingFlow {
-    std::string category;
+    std::uint32_t category;  // index into flow_categories_
     std::int64_t id;
     std::int32_t thread;
     std::int64_t ts;
@@ -331,9 +337,11 @@ class Reader {
     // phase and category came first, as Kineto and opscope write them; otherwise their text is
     // kept and read once the event is whole.
     Event pre;
-    EventDetail pre_detail;
+    EventDetail& pre_detail = detail_;  // reset below when used; added to the result by copy
     bool args_read = false;
     bool args_any = false;
+    EventKind kind = EventKind::kOther;
+    RecordScope scope = RecordScope::kFunction;
 
     for (auto field : e) {
       // The key compared as it is written, without unescaping it into a buffer: every field
@@ -373,12 +381,13 @@ class Reader {
         has_id = true;
       } else if (k[0] == 'a' && is("args")) {
         if (ph == "X" && !cat.empty()) {
-          RecordScope scope;
           od::object o;
           if (v.get_object().get(o) != simdjson::SUCCESS) {
             fail(path_, "expected \"args\" to be an object" + at_event());
           }
-          args_any = read_args_object(o, pre, pre_detail, kind_of(cat, scope) != EventKind::kRange);
+          kind = kind_of(cat, scope);
+          pre_detail = EventDetail();
+          args_any = read_args_object(o, pre, pre_detail, kind != EventKind::kRange);
           args_read = true;
         } else {
           args_raw = raw_of(v, "\"args\"");
@@ -397,11 +406,12 @@ class Reader {
       case 'X':
         if (!has_ts) fail(path_, "a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
         if (!args_read) {
-          RecordScope scope;
-          args_any = read_args(args_raw, pre, pre_detail, kind_of(cat, scope) != EventKind::kRange);
+          kind = kind_of(cat, scope);
+          pre_detail = EventDetail();
+          args_any = read_args(args_raw, pre, pre_detail, kind != EventKind::kRange);
         }
-        add_complete(cat, name, pid, tid, ts, has_dur ? std::max<std::int64_t>(dur, 0) : 0, pre,
-                     std::move(pre_detail), args_any);
+        add_complete(cat, kind, scope, name, pid, tid, ts,
+                     has_dur ? std::max<std::int64_t>(dur, 0) : 0, pre, pre_detail, args_any);
         return;
       case 'i':
       case 'I':
@@ -461,18 +471,30 @@ class Reader {
   // An integer written as a JSON number or a string of digits ("12"); false for anything
   // else ("0x0", 1.5, null).
   static bool int_of(std::string_view raw, std::int64_t& out) {
-    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"')
+    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
       raw = raw.substr(1, raw.size() - 2);
-    if (raw.empty()) return false;
-    const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), out);
-    if (ec == std::errc() && end == raw.data() + raw.size()) return true;
-    std::uint64_t u = 0;  // above 2^63: the same 64 bits
-    const auto [uend, uec] = std::from_chars(raw.data(), raw.data() + raw.size(), u);
-    if (uec == std::errc() && uend == raw.data() + raw.size()) {
-      out = static_cast<std::int64_t>(u);
-      return true;
     }
-    return false;
+    // By hand: every event has several ids, and every arg is tried as one (from_chars was a
+    // tenth of the reader's instructions).
+    const char* p = raw.data();
+    const char* const end = p + raw.size();
+    const bool negative = p != end && *p == '-';
+    if (negative) ++p;
+    if (p == end) return false;
+    std::uint64_t v = 0;
+    for (; p != end; ++p) {
+      const auto d = static_cast<unsigned>(*p - '0');
+      if (d >= 10) return false;
+      if (v > (UINT64_MAX - d) / 10) return false;  // more than 64 bits
+      v = v * 10 + d;
+    }
+    if (negative) {
+      if (v > std::uint64_t{1} << 63) return false;
+      out = static_cast<std::int64_t>(~v + 1);
+    } else {
+      out = static_cast<std::int64_t>(v);  // above 2^63: the same 64 bits
+    }
+    return true;
   }
 
   // "[1, 2, 3]" into `out`; false for anything else.
@@ -583,10 +605,9 @@ class Reader {
 
   // A complete event; `e` holds what its args set (read_args), `d` the rest of them when
   // `has_detail`.
-  void add_complete(std::string_view cat, std::string_view name, std::int64_t pid, const Id& tid,
-                    std::int64_t ts, std::int64_t dur, Event e, EventDetail d, bool has_detail) {
-    RecordScope scope;
-    const EventKind kind = kind_of(cat, scope);
+  void add_complete(std::string_view cat, EventKind kind, RecordScope scope,
+                    std::string_view name, std::int64_t pid, const Id& tid, std::int64_t ts,
+                    std::int64_t dur, Event& e, const EventDetail& d, bool has_detail) {
     e.name = keep_name(name);
     e.kind = kind;
     e.scope = scope;
@@ -601,7 +622,7 @@ class Reader {
         if (d.gpu.device >= 0) t.device = d.gpu.device;
         if (d.gpu.stream >= 0) t.stream = d.gpu.stream;
       }
-      e.detail = builder_.add_detail(std::move(d));
+      e.detail = builder_.add_detail(d);
     } else if (is_gpu_kind(kind)) {
       threads_[static_cast<std::size_t>(e.thread)].gpu = true;
     }
@@ -657,8 +678,12 @@ class Reader {
                     std::int64_t ts) {
     const std::int64_t key =
         id.text.empty() ? id.number : static_cast<std::int64_t>(std::hash<std::string>{}(id.text));
-    PendingFlow& f = flows_[{std::string(cat), key}];
-    f.category = std::string(cat);
+    // The category as an index into flow_categories_ (a trace has a handful: "ac2g", "fwdbwd").
+    std::uint32_t category = 0;
+    while (category < flow_categories_.size() && flow_categories_[category] != cat) ++category;
+    if (category == flow_categories_.size()) flow_categories_.emplace_back(cat);
+    PendingFlow& f = flows_[FlowKey{category, key}];
+    f.category = category;
     f.id = key;
     if (ph == 's') {
       f.thread = thread;
@@ -700,9 +725,23 @@ class Reader {
       }
       builder_.add_thread(std::move(info));
     }
-    for (auto& [key, f] : flows_) {
-      if (!f.has_start || f.end_thread < 0) continue;
-      builder_.add_flow(f.category, f.id, {f.thread, f.ts}, {f.end_thread, f.end_ts});
+    // In the order of their category's name and id, whatever order the hash map keeps.
+    std::vector<const PendingFlow*> flows;
+    flows.reserve(flows_.size());
+    for (const auto& [key, f] : flows_) {
+      if (f.has_start && f.end_thread >= 0) flows.push_back(&f);
+    }
+    std::vector<std::uint32_t> rank(flow_categories_.size());  // of each category's name
+    for (std::uint32_t c = 0; c < rank.size(); ++c) {
+      for (const std::string& other : flow_categories_) rank[c] += other < flow_categories_[c];
+    }
+    std::sort(flows.begin(), flows.end(), [&](const PendingFlow* a, const PendingFlow* b) {
+      if (a->category != b->category) return rank[a->category] < rank[b->category];
+      return a->id < b->id;
+    });
+    for (const PendingFlow* f : flows) {
+      builder_.add_flow(flow_categories_[f->category], f->id, {f->thread, f->ts},
+                        {f->end_thread, f->end_ts});
     }
     std::int64_t first = std::numeric_limits<std::int64_t>::max();
     std::int64_t last = std::numeric_limits<std::int64_t>::min();
@@ -727,6 +766,7 @@ class Reader {
   ProfilerResult::Builder builder_;
   const char* last_event_at_ = nullptr;
   std::string other_args_;        // read_args_object()'s buffer
+  EventDetail detail_;            // read_event()'s, for a complete event's args
   bool streamed_ = false;         // json_ is a piece of the text, read_streaming()
   std::int64_t offset_base_ = 0;  // offset_of()
   std::int64_t split_at_ = INT64_MAX;
@@ -737,7 +777,18 @@ class Reader {
   std::map<std::string, std::int64_t> text_pids_;
   std::map<std::int64_t, std::int64_t> cpu_events_by_pid_;
   std::unordered_map<std::string_view, std::string_view> names_;
-  std::map<std::pair<std::string, std::int64_t>, PendingFlow> flows_;
+  struct FlowKey {
+    std::uint32_t category;
+    std::int64_t id;
+    bool operator==(const FlowKey&) const = default;
+  };
+  struct FlowKeyHash {
+    std::size_t operator()(const FlowKey& k) const {
+      return std::hash<std::int64_t>{}(k.id) * 31 + k.category;
+    }
+  };
+  std::vector<std::string> flow_categories_;
+  std::unordered_map<FlowKey, PendingFlow, FlowKeyHash> flows_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;
   std::string device_properties_;

@@ -170,7 +170,28 @@ void sort_events(std::vector<Event>& events) {
   if (first_out_of_order == n) return;
 
   std::vector<std::uint32_t> order(n);  // position p takes the event now at order[p]
-  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  // Events with their threads interleaved (an importer's: Kineto writes a trace's events by
+  // kind and time, not thread by thread) are first grouped by thread with a counting sort,
+  // which keeps their order within each thread; the insertion below then orders each thread's
+  // events, which a trace mostly has in order already (std::sort of 270 k events of an
+  // imported trace was a tenth of reading it).
+  std::int32_t max_thread = 0;
+  bool grouped = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    grouped = grouped && (i == 0 || events[i].thread >= events[i - 1].thread);
+    max_thread = std::max(max_thread, events[i].thread);
+  }
+  if (!grouped && static_cast<std::size_t>(max_thread) < n) {
+    std::vector<std::uint32_t> start(static_cast<std::size_t>(max_thread) + 2, 0);
+    for (const Event& e : events) ++start[static_cast<std::size_t>(e.thread) + 1];
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    for (std::size_t i = 0; i < n; ++i) {
+      order[start[static_cast<std::size_t>(events[i].thread)]++] = static_cast<std::uint32_t>(i);
+    }
+    first_out_of_order = 1;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  }
   const auto earlier = [&](std::uint32_t a, std::uint32_t b) {
     return before(events[a], events[b]);
   };
