@@ -605,9 +605,9 @@ class Reader {
 
   // A complete event; `e` holds what its args set (read_args), `d` the rest of them when
   // `has_detail`.
-  void add_complete(std::string_view cat, EventKind kind, RecordScope scope,
-                    std::string_view name, std::int64_t pid, const Id& tid, std::int64_t ts,
-                    std::int64_t dur, Event& e, const EventDetail& d, bool has_detail) {
+  void add_complete(std::string_view cat, EventKind kind, RecordScope scope, std::string_view name,
+                    std::int64_t pid, const Id& tid, std::int64_t ts, std::int64_t dur, Event& e,
+                    const EventDetail& d, bool has_detail) {
     e.name = keep_name(name);
     e.kind = kind;
     e.scope = scope;
