@@ -84,26 +84,6 @@ StepCut step_cut(const ProfilerResult& r) {
 
 }  // namespace
 
-std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last) {
-  std::vector<std::int32_t> out;
-  const std::vector<Event>& events = r.events();
-  StepCut cut;
-  if (drop_last) {
-    cut = step_cut(r);
-    if (!cut.any_step) return out;
-  }
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const Event& e = events[i];
-    if (stream_of(r, e) < 0) continue;
-    if (drop_last &&
-        !std::binary_search(cut.launched.begin(), cut.launched.end(), correlation_of(r, e))) {
-      continue;
-    }
-    out.push_back(static_cast<std::int32_t>(i));
-  }
-  return out;
-}
-
 std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last) {
   std::vector<std::int32_t> out;
   const std::vector<Event>& events = r.events();
@@ -124,6 +104,14 @@ std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_las
     }
     out.push_back(static_cast<std::int32_t>(i));
   }
+  return out;
+}
+
+std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last) {
+  std::vector<std::int32_t> out = analyzed_events(r, drop_last);
+  std::erase_if(out, [&](std::int32_t i) {
+    return stream_of(r, r.events()[static_cast<std::size_t>(i)]) < 0;
+  });
   return out;
 }
 
