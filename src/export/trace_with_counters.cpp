@@ -115,49 +115,48 @@ TraceEventsEnd find_trace_events_end(std::string_view text, const std::string& p
   sc.fail("no \"traceEvents\" array at the top level");
 }
 
-// The counter events of one rank, one per line, each preceded by ",\n" — HTA's
-// convert_time_series_to_events: the queue lengths per stream, then the bandwidths per kind.
+// One counter event on a line of its own, preceded by ",\n": {"pid", "ts", "args": {arg:
+// value}, "ph": "C", "name"}, and an "id" when `id` >= 0 (a counter per stream: Perfetto and
+// chrome://tracing tell same-named counters apart by id). write_value writes the value.
+template <typename WriteValue>
+void counter_event(internal::JsonWriter& w, std::int64_t pid, std::int64_t ts_ns,
+                   std::string_view name, std::string_view arg, WriteValue&& write_value,
+                   std::int64_t id) {
+  w.append(",\n");
+  w.set_need_comma(false);
+  w.begin_object();
+  w.key("pid");
+  w.integer(pid);
+  w.key("ts");
+  w.micros(ts_ns);
+  w.key("args");
+  w.begin_object();
+  w.key(arg);
+  write_value();
+  w.end_object();
+  w.key("ph");
+  w.string("C");
+  w.key("name");
+  w.string(name);
+  if (id >= 0) {
+    w.key("id");
+    w.integer(id);
+  }
+  w.end_object();
+}
+
+// The counter events of one rank — HTA's convert_time_series_to_events: the queue lengths per
+// stream, then the bandwidths per kind.
 std::string counter_events(const ProfilerResult& r, bool drop_last) {
   internal::JsonWriter w;
   for (const internal::QueuePoint& p : internal::queue_length_series(r, drop_last)) {
-    w.append(",\n");
-    w.set_need_comma(false);
-    w.begin_object();
-    w.key("pid");
-    w.integer(p.pid);
-    w.key("ts");
-    w.micros(p.ts_ns);
-    w.key("args");
-    w.begin_object();
-    w.key("Queue Length");
-    w.integer(p.queue_length);
-    w.end_object();
-    w.key("ph");
-    w.string("C");
-    w.key("name");
-    w.string("Queue Length");
-    w.key("id");  // a counter per stream: Perfetto and chrome://tracing tell them apart by id
-    w.integer(p.stream);
-    w.end_object();
+    counter_event(
+        w, p.pid, p.ts_ns, "Queue Length", "Queue Length", [&] { w.integer(p.queue_length); },
+        p.stream);
   }
   for (const internal::BandwidthPoint& p : internal::memory_bw_series(r, drop_last)) {
-    w.append(",\n");
-    w.set_need_comma(false);
-    w.begin_object();
-    w.key("pid");
-    w.integer(p.pid);
-    w.key("ts");
-    w.micros(p.ts_ns);
-    w.key("args");
-    w.begin_object();
-    w.key("Memcpy BW");
-    w.number(p.gbps);
-    w.end_object();
-    w.key("ph");
-    w.string("C");
-    w.key("name");
-    w.string(p.name);
-    w.end_object();
+    counter_event(
+        w, p.pid, p.ts_ns, p.name, "Memcpy BW", [&] { w.number(p.gbps); }, -1);
   }
   return w.str();
 }
