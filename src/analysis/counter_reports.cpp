@@ -216,153 +216,143 @@ std::vector<std::string> with_describe(std::vector<std::string> keys) {
   return keys;
 }
 
+// A report whose rows come rank by rank, in rank order: add_rows(result, rank, drop_last, add)
+// calls add(row) for each row of one rank.
+template <typename AddRows>
+Report per_rank_report(std::string name, std::vector<std::string> columns, Ranks ranks,
+                       const ReportOptions& options, AddRows&& add_rows) {
+  Report report;
+  report.name = std::move(name);
+  report.columns = std::move(columns);
+  const bool drop_last = internal::drop_last_step(ranks, options);
+  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::int64_t rank = rank_at(ranks, i, options);
+    add_rows(*ranks[i], rank, drop_last, [&](std::vector<ReportCell> row) {
+      rows.push_back({rank, std::move(row)});
+    });
+  }
+  internal::sort_by_rank(rows);
+  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
+  return report;
+}
+
+// Calls on_run(first, last) for each run [first, last) of consecutive points of `series` that
+// have the same key(point): the series are grouped by stream or by kind already.
+template <typename Point, typename Key, typename OnRun>
+void for_each_run(const std::vector<Point>& series, Key&& key, OnRun&& on_run) {
+  for (std::size_t first = 0; first < series.size();) {
+    std::size_t last = first + 1;
+    while (last < series.size() && key(series[last]) == key(series[first])) ++last;
+    on_run(first, last);
+    first = last;
+  }
+}
+
 }  // namespace
 
 Report queue_length_time_series(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "queue_length_time_series";
-  report.columns = {"rank", "ts", "pid", "tid", "stream", "queue_length"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   const std::int64_t origin = internal::aligned_origin_ns(ranks);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_at(ranks, i, options);
-    for (const internal::QueuePoint& p : internal::queue_length_series(*ranks[i], drop_last)) {
-      rows.push_back({rank, {rank, us(p.ts_ns - origin), p.pid, p.tid, p.stream, p.queue_length}});
-    }
-  }
-  internal::sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report(
+      "queue_length_time_series", {"rank", "ts", "pid", "tid", "stream", "queue_length"}, ranks,
+      options, [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        for (const internal::QueuePoint& p : internal::queue_length_series(r, drop_last)) {
+          add({rank, us(p.ts_ns - origin), p.pid, p.tid, p.stream, p.queue_length});
+        }
+      });
 }
 
 Report memory_bw_time_series(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "memory_bw_time_series";
-  report.columns = {"rank", "ts", "pid", "name", "memory_bw_gbps"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   const std::int64_t origin = internal::aligned_origin_ns(ranks);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_at(ranks, i, options);
-    for (const internal::BandwidthPoint& p : internal::memory_bw_series(*ranks[i], drop_last)) {
-      rows.push_back({rank, {rank, us(p.ts_ns - origin), p.pid, p.name, p.gbps}});
-    }
-  }
-  internal::sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report(
+      "memory_bw_time_series", {"rank", "ts", "pid", "name", "memory_bw_gbps"}, ranks, options,
+      [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        for (const internal::BandwidthPoint& p : internal::memory_bw_series(r, drop_last)) {
+          add({rank, us(p.ts_ns - origin), p.pid, p.name, p.gbps});
+        }
+      });
 }
 
 Report queue_length_summary(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "queue_length";
-  report.columns = with_describe({"rank", "stream"});
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_at(ranks, i, options);
-    const std::vector<internal::QueuePoint> series =
-        internal::queue_length_series(*ranks[i], drop_last);
-    // The series is grouped by stream already.
-    for (std::size_t s = 0; s < series.size();) {
-      std::vector<double> values;
-      std::size_t t = s;
-      for (; t < series.size() && series[t].stream == series[s].stream; ++t)
-        values.push_back(static_cast<double>(series[t].queue_length));
-      std::vector<ReportCell> row = {rank, series[s].stream};
-      append_describe(row, std::move(values));
-      rows.push_back({rank, std::move(row)});
-      s = t;
-    }
-  }
-  internal::sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report("queue_length", with_describe({"rank", "stream"}), ranks, options,
+                         [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+                           const auto series = internal::queue_length_series(r, drop_last);
+                           for_each_run(
+                               series, [](const internal::QueuePoint& p) { return p.stream; },
+                               [&](std::size_t first, std::size_t last) {
+                                 std::vector<double> values;
+                                 for (std::size_t t = first; t < last; ++t)
+                                   values.push_back(static_cast<double>(series[t].queue_length));
+                                 std::vector<ReportCell> row = {rank, series[first].stream};
+                                 append_describe(row, std::move(values));
+                                 add(std::move(row));
+                               });
+                         });
 }
 
 Report memory_bw_summary(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "memory_bw";
-  report.columns = with_describe({"rank", "name"});
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::int64_t rank = rank_at(ranks, i, options);
-    const std::vector<internal::BandwidthPoint> series =
-        internal::memory_bw_series(*ranks[i], drop_last);
-    for (std::size_t s = 0; s < series.size();) {
-      std::vector<double> values;
-      std::size_t t = s;
-      for (; t < series.size() && series[t].name == series[s].name; ++t) {
-        // Only the times some copy of the kind ran: HTA leaves out the points where the
-        // bandwidth is back at 0 (and keeps the float residue of the sum, > 0 by a hair).
-        if (series[t].gbps > 0) values.push_back(series[t].gbps);
-      }
-      // A kind whose every point is 0 (copies without a bandwidth arg) has no row in HTA:
-      // its groupby sees no row of it.
-      if (!values.empty()) {
-        std::vector<ReportCell> row = {rank, series[s].name};
-        append_describe(row, std::move(values));
-        rows.push_back({rank, std::move(row)});
-      }
-      s = t;
-    }
-  }
-  internal::sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report("memory_bw", with_describe({"rank", "name"}), ranks, options,
+                         [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+                           const auto series = internal::memory_bw_series(r, drop_last);
+                           for_each_run(
+                               series, [](const internal::BandwidthPoint& p) { return p.name; },
+                               [&](std::size_t first, std::size_t last) {
+                                 // Only the times some copy of the kind ran: HTA leaves out the
+                                 // points where the bandwidth is back at 0 (and keeps the float
+                                 // residue of the sum, > 0 by a hair).
+                                 std::vector<double> values;
+                                 for (std::size_t t = first; t < last; ++t) {
+                                   if (series[t].gbps > 0) values.push_back(series[t].gbps);
+                                 }
+                                 // A kind whose every point is 0 (copies without a bandwidth arg)
+                                 // has no row in HTA: its groupby sees no row of it.
+                                 if (values.empty()) return;
+                                 std::vector<ReportCell> row = {rank, series[first].name};
+                                 append_describe(row, std::move(values));
+                                 add(std::move(row));
+                               });
+                         });
 }
 
 Report time_blocked_on_full_queue(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "queue_full";
-  report.columns = {"rank", "stream", "duration_at_max_queue_length",
-                    "relative_duration_at_max_queue_length"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   const auto max_length = static_cast<std::int64_t>(options.max_queue_length);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    const std::int64_t rank = rank_at(ranks, i, options);
-    const std::vector<internal::QueuePoint> series = internal::queue_length_series(r, drop_last);
-    // HTA's Trace.get_trace_duration: from the first start to the last start (not end) of
-    // the rank's kept events.
-    std::int64_t first = std::numeric_limits<std::int64_t>::max();
-    std::int64_t last = std::numeric_limits<std::int64_t>::min();
-    for (const std::int32_t k : internal::analyzed_events(r, drop_last)) {
-      const Event& e = r.events()[static_cast<std::size_t>(k)];
-      if (!internal::in_hta_frame(r, e)) continue;
-      first = std::min(first, e.start_ns);
-      last = std::max(last, e.start_ns);
-    }
-    const std::int64_t trace_ns = first <= last ? last - first : 0;
-    // Each point at the limit lasts until the stream's next point; the last point of a
-    // stream has no next and counts nothing (HTA's shift(-1) gives NaN, which sum skips).
-    // HTA keeps its result in a dict keyed by rank, so only the last blocked stream of each
-    // rank survives there; every blocked stream has its row here.
-    for (std::size_t s = 0; s < series.size();) {
-      std::size_t t = s;
-      std::int64_t blocked_ns = 0;
-      bool blocked = false;
-      for (; t < series.size() && series[t].stream == series[s].stream; ++t) {
-        if (series[t].queue_length < max_length) continue;
-        blocked = true;
-        if (t + 1 < series.size() && series[t + 1].stream == series[t].stream)
-          blocked_ns += series[t + 1].ts_ns - series[t].ts_ns;
-      }
-      if (blocked) {
-        const double relative =
-            trace_ns > 0 ? static_cast<double>(blocked_ns) / static_cast<double>(trace_ns)
-                         : std::numeric_limits<double>::quiet_NaN();
-        rows.push_back({rank, {rank, series[s].stream, us(blocked_ns), relative}});
-      }
-      s = t;
-    }
-  }
-  internal::sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report(
+      "queue_full",
+      {"rank", "stream", "duration_at_max_queue_length", "relative_duration_at_max_queue_length"},
+      ranks, options, [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        const auto series = internal::queue_length_series(r, drop_last);
+        // HTA's Trace.get_trace_duration: from the first start to the last start (not end) of
+        // the rank's kept events.
+        std::int64_t first_start = std::numeric_limits<std::int64_t>::max();
+        std::int64_t last_start = std::numeric_limits<std::int64_t>::min();
+        for (const std::int32_t k : internal::analyzed_events(r, drop_last)) {
+          const Event& e = r.events()[static_cast<std::size_t>(k)];
+          if (!internal::in_hta_frame(r, e)) continue;
+          first_start = std::min(first_start, e.start_ns);
+          last_start = std::max(last_start, e.start_ns);
+        }
+        const std::int64_t trace_ns = first_start <= last_start ? last_start - first_start : 0;
+        // Each point at the limit lasts until the stream's next point; the last point of a
+        // stream has no next and counts nothing (HTA's shift(-1) gives NaN, which sum skips).
+        // HTA keeps its result in a dict keyed by rank, so only the last blocked stream of each
+        // rank survives there; every blocked stream has its row here.
+        for_each_run(
+            series, [](const internal::QueuePoint& p) { return p.stream; },
+            [&](std::size_t first, std::size_t last) {
+              std::int64_t blocked_ns = 0;
+              bool blocked = false;
+              for (std::size_t t = first; t < last; ++t) {
+                if (series[t].queue_length < max_length) continue;
+                blocked = true;
+                if (t + 1 < last) blocked_ns += series[t + 1].ts_ns - series[t].ts_ns;
+              }
+              if (!blocked) return;
+              const double relative =
+                  trace_ns > 0 ? static_cast<double>(blocked_ns) / static_cast<double>(trace_ns)
+                               : std::numeric_limits<double>::quiet_NaN();
+              add({rank, series[first].stream, us(blocked_ns), relative});
+            });
+      });
 }
 
 std::vector<Report> queue_report(Ranks ranks, const ReportOptions& options) {
