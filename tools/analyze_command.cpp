@@ -124,24 +124,14 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
 
 AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
   AnalyzeArgs a;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg.rfind("--", 0) != 0) {
-      a.paths.push_back(arg);
+  Args it(args, 1);
+  while (!it.done()) {
+    if (auto path = it.positional()) {
+      a.paths.push_back(std::move(*path));
       continue;
     }
-    std::string value;
-    const auto eq = arg.find('=');
-    const bool has_inline = eq != std::string::npos;
-    if (has_inline) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    }
-    const auto take = [&]() {
-      if (has_inline) return value;
-      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
-      return args[++i];
-    };
+    const std::string arg = it.next_flag();
+    const auto take = [&] { return it.value(arg); };
     if (arg == "--report") {
       std::string list = take();
       for (std::size_t at = 0; at <= list.size();) {
@@ -177,14 +167,14 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     } else if (arg == "--launch-delay-cutoff") {
       a.options.launch_delay_cutoff_us = parse_number(arg, take(), 0, 1e12);
     } else if (arg == "--no-memory-events") {
-      if (has_inline) throw UsageError("--no-memory-events takes no value");
+      it.no_value(arg);
       a.options.include_memory_events = false;
     } else if (arg == "--operator") {
       a.options.operator_name = take();
     } else if (arg == "--min-pattern-len") {
       a.options.min_pattern_len = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
     } else if (arg == "--include-last-step") {
-      if (has_inline) throw UsageError("--include-last-step takes no value");
+      it.no_value(arg);
       a.options.drop_last_step = 0;
     } else {
       throw UsageError("unknown flag " + arg +

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "cli_args.h"
 #include "export/sink.h"
 #include "opscope/export.h"
 #include "opscope/trace_analysis.h"
@@ -50,28 +51,18 @@ std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::str
 DiffArgs parse_diff(const std::vector<std::string>& args) {
   DiffArgs a;
   std::vector<std::string> paths;
-  for (std::size_t i = 2; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      a.help = true;
-      return a;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      paths.push_back(arg);
+  if (wants_help(args, 2)) {
+    a.help = true;
+    return a;
+  }
+  Args it(args, 2);
+  while (!it.done()) {
+    if (auto path = it.positional()) {
+      paths.push_back(std::move(*path));
       continue;
     }
-    std::string value;
-    const auto eq = arg.find('=');
-    const bool has_inline = eq != std::string::npos;
-    if (has_inline) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    }
-    const auto take = [&]() {
-      if (has_inline) return value;
-      if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
-      return args[++i];
-    };
+    const std::string arg = it.next_flag();
+    const auto take = [&] { return it.value(arg); };
     if (arg == "--control-rank") {
       a.options.control_ranks = parse_int_list(arg, take());
     } else if (arg == "--test-rank") {
@@ -92,7 +83,7 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
         throw UsageError("--device expects cpu, gpu or all, got '" + d + "'");
       }
     } else if (arg == "--short-names") {
-      if (has_inline) throw UsageError("--short-names takes no value");
+      it.no_value(arg);
       a.options.short_names = true;
     } else if (arg == "--labels") {
       const std::string l = take();

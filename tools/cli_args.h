@@ -21,11 +21,18 @@ std::int64_t parse_int(const std::string& flag, const std::string& text, std::in
 double parse_seconds(const std::string& flag, const std::string& text, double hi,
                      const std::string& allowed);
 
-// Walks the arguments; "--flag value" and "--flag=value" are both accepted.
+// Walks the arguments; "--flag value" and "--flag=value" are both accepted, and a command that
+// takes paths among its flags asks for them with positional().
 class Args {
  public:
   Args(const std::vector<std::string>& args, std::size_t start) : args_(args), i_(start) {}
   bool done() const { return i_ >= args_.size(); }
+  // The next argument when it is not a flag (a path), consumed; nullopt, consuming nothing,
+  // when it is one.
+  std::optional<std::string> positional() {
+    if (done() || args_[i_].rfind("--", 0) == 0) return std::nullopt;
+    return args_[i_++];
+  }
   // The next flag; its inline value, if any, is kept for value().
   std::string next_flag() {
     std::string a = args_[i_++];
