@@ -1,9 +1,10 @@
 // The recording engine under a Profiler: one window at a time, process-wide.
 //
-// A Recorder is claimed by one owner (a started Profiler) at a time; it opens a collector
-// epoch at start_window() and, at stop_window(), drains every thread and builds the window's
-// immutable ProfilerResult (ticks converted to wall-clock ns, names resolved, async ranges and
-// backward links attached).
+// A Recorder is claimed by one owner (a started Profiler) at a time. It coordinates the
+// window's activity backends (src/backend/): start_window() prepares and starts one for each
+// kind of activity asked for (CPU ranges: backend::CpuBackend), and stop_window() stops them,
+// calibrates the clock once, has each add what it recorded to one builder, and returns the
+// window's immutable ProfilerResult.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/activity_backend.h"
 #include "collect/collector.h"
 #include "opscope/result.h"
 
@@ -22,7 +24,7 @@ struct WindowOptions {
   collect::EpochOptions epoch;
   bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
   std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
-  LensSet lenses;  // what ranges and allocation reports record besides their times
+  LensSet lenses;                 // what ranges and allocation reports record besides their times
   bool trace_call_stacks = true;  // ExperimentalConfig::verbose, kept in the result
 };
 
@@ -45,9 +47,8 @@ class Recorder {
  private:
   WindowOptions options_;
   bool open_ = false;
-  std::uint32_t epoch_ = 0;  // 0 while closed or when the window records no CPU ranges
   std::uint64_t start_ticks_ = 0;
-  std::uint32_t previous_membership_ = 0;
+  std::vector<std::unique_ptr<backend::ActivityBackend>> backends_;  // the open window's
 };
 
 }  // namespace opscope::session
