@@ -36,7 +36,14 @@ enum class ActivityType : std::uint8_t {
 };
 
 // The activities this build and machine can record (kCPU always; kCUDA with a GPU backend).
+// The CUDA driver and CUPTI are looked for (dlopen) once per process, on the first call of
+// this or activity_unavailable_reason().
 std::vector<ActivityType> supported_activities();
+
+// Why `activity` cannot be recorded here, in a sentence naming what is missing (for kCUDA:
+// no driver, the driver did not initialize, no device, no CUPTI, or this build not recording
+// CUDA yet); empty when it can be.
+std::string activity_unavailable_reason(ActivityType activity);
 
 class Profiler;
 class ExecutionTraceObserver;  // opscope/execution_trace.h

@@ -40,6 +40,7 @@ from .profiler_util import EventList
 
 __all__ = [
     "supported_activities",
+    "activity_unavailable_reason",
     "ProfilerAction",
     "ProfilerActivity",
     "schedule",
@@ -65,13 +66,26 @@ _STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
 
 
 def supported_activities() -> set:
-    """Returns the set of activities this build can record.
+    """Returns the set of activities this build can record on this machine.
 
     ``ProfilerActivity.CPU`` always; ``ProfilerActivity.CUDA`` is accepted by ``profile`` but
-    not recorded until opscope has a GPU backend (a warning says so, and the trace lists it
-    under ``"opscope_not_recorded"``).
+    not recorded until opscope has a GPU backend (a warning says why, and the trace lists it
+    under ``"opscope_not_recorded"``). ``activity_unavailable_reason`` tells why an activity is
+    missing from this set.
     """
     return set(_C.supported_activities())
+
+
+def activity_unavailable_reason(activity: "ProfilerActivity") -> str:
+    """Why ``activity`` cannot be recorded here, or ``""`` when it can.
+
+    For ``ProfilerActivity.CUDA`` the sentence names what is missing: the CUDA driver
+    (``libcuda.so.1``), a device, CUPTI (``OPSCOPE_CUPTI_LIBRARY`` names its path when it is
+    not where the toolkit puts it), or, with all of them present, this build's GPU backend.
+    """
+    if not isinstance(activity, ProfilerActivity):
+        raise TypeError(f"activity must be a ProfilerActivity, got {activity!r}")
+    return _C.activity_unavailable_reason(activity)
 
 
 class ProfilerAction(Enum):

@@ -2,6 +2,8 @@
 
 import os
 
+import re
+
 import pytest
 
 import opscope._C as _C
@@ -195,7 +197,13 @@ def test_wrong_argument_types():
 
 
 def test_cuda_is_accepted_but_not_recorded(trace_of):
-    with pytest.warns(UserWarning, match="accepted but not recorded by this build yet: cuda"):
+    reason = profiler.activity_unavailable_reason(profiler.ProfilerActivity.CUDA)
+    assert reason  # no GPU backend yet, whatever the machine has
+    assert profiler.ProfilerActivity.CUDA not in profiler.supported_activities()
+    assert profiler.activity_unavailable_reason(profiler.ProfilerActivity.CPU) == ""
+    with pytest.raises(TypeError, match="activity must be a ProfilerActivity"):
+        profiler.activity_unavailable_reason("cuda")
+    with pytest.warns(UserWarning, match=r"accepted but not recorded: cuda \(" + re.escape(reason)):
         with profiler.profile(
             activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA]
         ) as p:

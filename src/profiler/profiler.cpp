@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda_probe.h"
 #include "export/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
@@ -47,7 +48,9 @@ void require_json(const char* call, const std::string& key, const std::string& j
 std::vector<std::string> unrecorded(const ProfilerConfig& c) {
   std::vector<std::string> out;
   for (ActivityType a : c.activities) {
-    if (a == ActivityType::kCUDA) out.emplace_back("cuda");
+    if (a == ActivityType::kCUDA && !activity_unavailable_reason(a).empty()) {
+      out.emplace_back("cuda");
+    }
   }
   return out;
 }
@@ -86,7 +89,16 @@ std::string distributed_info() {
   return d.json;
 }
 
-std::vector<ActivityType> supported_activities() { return {ActivityType::kCPU}; }
+std::vector<ActivityType> supported_activities() {
+  std::vector<ActivityType> out = {ActivityType::kCPU};
+  if (backend::cuda_probe().recordable) out.push_back(ActivityType::kCUDA);
+  return out;
+}
+
+std::string activity_unavailable_reason(ActivityType activity) {
+  if (activity == ActivityType::kCUDA) return backend::cuda_probe().reason;
+  return "";
+}
 
 struct Profiler::Impl {
   ProfilerConfig config;
@@ -213,8 +225,11 @@ void Profiler::start() {
   session::Recorder::claim(this, "an opscope::Profiler");
   if (!m.not_recorded.empty()) {
     std::string names;
-    for (const auto& n : m.not_recorded) names += (names.empty() ? "" : ", ") + n;
-    warn("accepted but not recorded by this build yet: " + names +
+    for (const auto& n : m.not_recorded) {
+      names += (names.empty() ? "" : "; ") + n;
+      if (n == "cuda") names += " (" + activity_unavailable_reason(ActivityType::kCUDA) + ")";
+    }
+    warn("accepted but not recorded: " + names +
          " (listed in SessionStats::not_recorded and the trace's \"opscope_not_recorded\")");
   }
   m.started = true;

@@ -187,7 +187,7 @@ TEST(Profiler, CudaWithoutBackendIsAcceptedAndMarked) {
   prof.stop();
   const auto& nr = prof.stats().not_recorded;
   EXPECT_EQ(nr, (std::vector<std::string>{"cuda"}));
-  EXPECT_TRUE(warnings.contains("not recorded by this build yet: cuda"));
+  EXPECT_TRUE(warnings.contains("accepted but not recorded: cuda (" + activity_unavailable_reason(ActivityType::kCUDA) + ")"));
   EXPECT_TRUE(prof.result().lenses().record_shapes);
   EXPECT_TRUE(prof.result().lenses().with_stack);
   EXPECT_FALSE(prof.result().lenses().profile_memory);
