@@ -392,6 +392,34 @@ void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
   w.end_object();
 }
 
+// The flows whose ends were both found, as Kineto writes them: a "s" at the start of the event
+// it leaves (a runtime call, for "ac2g") and a "f" at the start of the one it reaches, binding
+// to that enclosing slice ("bp":"e"). `thread_text`: each thread's ,"pid":P,"tid":T,"ts":.
+void write_flows(JsonWriter& w, const ProfilerResult& r,
+                 const std::vector<std::string>& thread_text) {
+  const std::vector<Event>& events = r.events();
+  const std::int64_t base = r.start_time_ns();
+  for (const Flow& f : r.flows()) {
+    if (f.from < 0 || f.to < 0) continue;
+    for (const bool start : {true, false}) {
+      const Event& e = events[static_cast<std::size_t>(start ? f.from : f.to)];
+      w.append(start ? ",\n{\"ph\":\"s\",\"id\":" : ",\n{\"ph\":\"f\",\"id\":");
+      w.set_need_comma(false);
+      w.integer(f.id);
+      w.append(thread_text[static_cast<std::size_t>(e.thread)]);
+      w.set_need_comma(false);
+      w.micros(e.start_ns - base);
+      w.append(",\"cat\":");
+      w.set_need_comma(false);
+      w.string(f.category);
+      w.append(",\"name\":");
+      w.set_need_comma(false);
+      w.string(f.category);
+      w.append(start ? "}" : ",\"bp\":\"e\"}");
+    }
+  }
+}
+
 // A "[memory]" instant's args, as Kineto writes them.
 void write_memory_args(JsonWriter& w, const MemoryUse& m) {
   w.set_need_comma(true);
@@ -564,6 +592,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
       w.clear();
     }
   }
+  write_flows(w, r, thread_text);
 
   w.append("\n");
   w.end_array();
