@@ -289,6 +289,10 @@ class ProfilerResult::Builder {
 
   // Adds a thread and returns its index for Event::thread.
   std::int32_t add_thread(ThreadInfo info);
+  // The index of the thread added with this OS tid and pid (-1: the result's own process), or
+  // -1 when none was: a later backend finds the threads an earlier one added (the CUPTI
+  // backend's runtime calls go on the threads whose ranges launched them).
+  std::int32_t find_thread(std::uint64_t tid, std::int64_t pid = -1) const;
   // Copies a name into the result and returns a view that lives as long as the result.
   std::string_view keep(std::string_view name);
   // Adds an event. Its name must outlive the result (a string literal, an interned name, or a

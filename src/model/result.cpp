@@ -19,6 +19,16 @@ std::int32_t ProfilerResult::Builder::add_thread(ThreadInfo info) {
   return static_cast<std::int32_t>(result_->threads_.size() - 1);
 }
 
+std::int32_t ProfilerResult::Builder::find_thread(std::uint64_t tid, std::int64_t pid) const {
+  const std::vector<ThreadInfo>& threads = result_->threads_;
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    if (threads[i].tid == tid && threads[i].pid == pid && threads[i].stream < 0) {
+      return static_cast<std::int32_t>(i);
+    }
+  }
+  return -1;
+}
+
 std::string_view ProfilerResult::Builder::keep(std::string_view name) {
   return result_->names_.emplace_back(name);
 }

@@ -1,0 +1,412 @@
+#include "backend/cupti_records.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "export/json_writer.h"
+
+namespace opscope::backend {
+namespace {
+
+// A kernel's name as Kineto shows it: demangled when it is a mangled C++ name.
+std::string demangled(const char* name) {
+  if (name == nullptr) return "(unnamed kernel)";
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> out(
+      abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
+std::string_view memory_kind_name(std::uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+      return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+      return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return "Managed Static";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string_view copy_kind_name(std::uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+      return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "PtoP";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string_view sync_name(CUpti_ActivitySynchronizationType type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      return "Event Sync";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+      return "Stream Wait Event";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      return "Stream Sync";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      return "Context Sync";
+    default:
+      return "Unknown Sync";
+  }
+}
+
+// Kineto's bandwidth: bytes per ns, which is GB/s.
+double gbps(std::uint64_t bytes, std::int64_t duration_ns) {
+  return duration_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(duration_ns) : 0.0;
+}
+
+// The members of a JSON object written by `fill` (a JsonWriter inside an object), as text.
+template <typename Fill>
+std::string object_text(Fill&& fill) {
+  internal::JsonWriter w;
+  w.begin_object();
+  fill(w);
+  w.end_object();
+  return std::string(w.view());
+}
+
+}  // namespace
+
+std::string memcpy_name(std::uint8_t copy_kind, std::uint8_t src_kind, std::uint8_t dst_kind) {
+  return "Memcpy " + std::string(copy_kind_name(copy_kind)) + " (" +
+         std::string(memory_kind_name(src_kind)) + " -> " +
+         std::string(memory_kind_name(dst_kind)) + ")";
+}
+
+std::string memset_name(std::uint16_t memory_kind) {
+  return "Memset (" + std::string(memory_kind_name(memory_kind)) + ")";
+}
+
+std::string_view without_version_suffix(std::string_view api_name) {
+  const std::size_t v = api_name.rfind("_v");
+  if (v == std::string_view::npos || v + 2 == api_name.size()) return api_name;
+  for (std::size_t i = v + 2; i < api_name.size(); ++i) {
+    if (api_name[i] < '0' || api_name[i] > '9') return api_name;
+  }
+  return api_name.substr(0, v);
+}
+
+void CuptiRecords::add(const CUpti_Activity& record) {
+  // Each kind's record is read through its own struct, as CUPTI documents; memcpy keeps the
+  // reads free of alignment and aliasing assumptions about the caller's buffer.
+  const auto as = [&record]<typename T>(T& out) { std::memcpy(&out, &record, sizeof out); };
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      CUpti_ActivityKernel10 k;
+      as(k);
+      add_kernel(k);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      CUpti_ActivityMemcpy6 m;
+      as(m);
+      add_memcpy(m);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      CUpti_ActivityMemset4 m;
+      as(m);
+      add_memset(m);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      CUpti_ActivityAPI a;
+      as(a);
+      add_api(a);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      CUpti_ActivitySynchronization2 s;
+      as(s);
+      add_sync(s);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      CUpti_ActivityMemory4 m;
+      as(m);
+      add_memory(m);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      CUpti_ActivityExternalCorrelation c;
+      as(c);
+      // The innermost range's handle, pushed while the call ran; the first one kept.
+      const std::uint32_t correlation = c.correlationId;  // packed fields: copied, not bound
+      const std::uint64_t external = c.externalId;
+      external_id_.try_emplace(correlation, external);
+      return;
+    }
+    default:
+      ++skipped_;
+      return;
+  }
+}
+
+void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
+  Pending p;
+  p.kind = EventKind::kKernel;
+  p.name = demangled(k.name);
+  p.start_ns = ns(k.start);
+  p.end_ns = ns(k.end);
+  p.device = k.deviceId;
+  p.context = k.contextId;
+  p.stream = k.streamId;
+  p.correlation = k.correlationId;
+  p.gpu_side = true;
+  p.gpu.device = static_cast<std::int32_t>(k.deviceId);
+  p.gpu.stream = k.streamId;
+  p.gpu.correlation = k.correlationId;
+  p.gpu.grid[0] = k.gridX;
+  p.gpu.grid[1] = k.gridY;
+  p.gpu.grid[2] = k.gridZ;
+  p.gpu.block[0] = k.blockX;
+  p.gpu.block[1] = k.blockY;
+  p.gpu.block[2] = k.blockZ;
+  p.gpu.registers_per_thread = k.registersPerThread;
+  p.gpu.shared_memory = static_cast<std::int64_t>(k.staticSharedMemory) + k.dynamicSharedMemory;
+  const auto sms = context_.sm_count.find(k.deviceId);
+  p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("context");
+    w.integer(k.contextId);
+    if (sms != context_.sm_count.end() && sms->second > 0) {
+      // Kineto's: the grid's blocks spread over the SMs, and their warps.
+      const double blocks = static_cast<double>(k.gridX) * k.gridY * k.gridZ;
+      const double threads = static_cast<double>(k.blockX) * k.blockY * k.blockZ;
+      w.key("blocks per SM");
+      w.number(blocks / sms->second);
+      w.key("warps per SM");
+      w.number(blocks * threads / 32.0 / sms->second);
+    }
+  });
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::add_memcpy(const CUpti_ActivityMemcpy6& m) {
+  Pending p;
+  p.kind = EventKind::kMemcpy;
+  p.name = memcpy_name(m.copyKind, m.srcKind, m.dstKind);
+  p.start_ns = ns(m.start);
+  p.end_ns = ns(m.end);
+  p.device = m.deviceId;
+  p.context = m.contextId;
+  p.stream = m.streamId;
+  p.correlation = m.correlationId;
+  p.gpu_side = true;
+  p.gpu.device = static_cast<std::int32_t>(m.deviceId);
+  p.gpu.stream = m.streamId;
+  p.gpu.correlation = m.correlationId;
+  p.gpu.bytes = static_cast<std::int64_t>(m.bytes);
+  p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("context");
+    w.integer(m.contextId);
+    w.key("memory bandwidth (GB/s)");
+    w.number(gbps(m.bytes, p.end_ns - p.start_ns));
+  });
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::add_memset(const CUpti_ActivityMemset4& m) {
+  Pending p;
+  p.kind = EventKind::kMemset;
+  p.name = memset_name(m.memoryKind);
+  p.start_ns = ns(m.start);
+  p.end_ns = ns(m.end);
+  p.device = m.deviceId;
+  p.context = m.contextId;
+  p.stream = m.streamId;
+  p.correlation = m.correlationId;
+  p.gpu_side = true;
+  p.gpu.device = static_cast<std::int32_t>(m.deviceId);
+  p.gpu.stream = m.streamId;
+  p.gpu.correlation = m.correlationId;
+  p.gpu.bytes = static_cast<std::int64_t>(m.bytes);
+  p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("context");
+    w.integer(m.contextId);
+    w.key("memory bandwidth (GB/s)");
+    w.number(gbps(m.bytes, p.end_ns - p.start_ns));
+  });
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
+  Pending p;
+  p.kind = a.kind == CUPTI_ACTIVITY_KIND_DRIVER ? EventKind::kDriver : EventKind::kRuntime;
+  p.name = context_.api_name ? context_.api_name(a.kind, a.cbid) : std::string();
+  if (p.name.empty()) p.name = "cbid " + std::to_string(a.cbid);
+  p.start_ns = ns(a.start);
+  p.end_ns = ns(a.end);
+  p.thread_id = a.threadId;
+  p.correlation = a.correlationId;
+  p.gpu.correlation = a.correlationId;
+  p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("cbid");
+    w.integer(a.cbid);
+  });
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
+  Pending p;
+  p.kind = EventKind::kOther;
+  p.category = "cuda_sync";
+  p.name = std::string(sync_name(s.type));
+  p.start_ns = ns(s.start);
+  p.end_ns = ns(s.end);
+  p.stream = s.streamId;
+  p.correlation = s.correlationId;
+  p.gpu_side = true;
+  p.gpu.correlation = s.correlationId;
+  if (s.streamId != CUPTI_INVALID_STREAM_ID) p.gpu.stream = s.streamId;
+  p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("context");
+    w.integer(s.contextId);
+  });
+  p.context = s.contextId;
+  p.device_known = false;  // the context's, known from the other records at emit()
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::add_memory(const CUpti_ActivityMemory4& m) {
+  Pending p;
+  p.kind = EventKind::kMemory;
+  p.name = "[memory]";
+  p.start_ns = p.end_ns = ns(m.timestamp);
+  p.device = m.deviceId;
+  p.correlation = m.correlationId;
+  const bool release = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  p.memory.address = m.address;
+  p.memory.bytes =
+      release ? -static_cast<std::int64_t>(m.bytes) : static_cast<std::int64_t>(m.bytes);
+  p.memory.device = {DeviceType::kCUDA, static_cast<std::int8_t>(m.deviceId)};
+  p.memory.action = release ? MemoryAction::kFree : MemoryAction::kAllocate;
+  pending_.push_back(std::move(p));
+}
+
+void CuptiRecords::emit(ProfilerResult::Builder& builder) {
+  // Contexts' devices, for syncs (whose records name the context only).
+  std::map<std::uint32_t, std::uint32_t> device_of_context;
+  // The calls by correlation: flows start there, allocations happen on their thread.
+  std::unordered_map<std::uint32_t, const Pending*> call_of;
+  std::set<std::uint32_t> devices;
+  for (const Pending& p : pending_) {
+    if (p.kind == EventKind::kRuntime || p.kind == EventKind::kDriver) {
+      call_of.emplace(p.correlation, &p);
+    } else if (p.gpu_side && p.device_known) {
+      devices.insert(p.device);
+      device_of_context.emplace(p.context, p.device);
+    }
+  }
+  for (Pending& p : pending_) {
+    if (!p.device_known) {
+      const auto it = device_of_context.find(p.context);
+      p.device = it != device_of_context.end() ? it->second : 0;
+      p.gpu.device = static_cast<std::int32_t>(p.device);
+      p.device_known = true;
+      devices.insert(p.device);
+    }
+  }
+  for (const std::uint32_t d : devices) {
+    // Kineto's: the program's name, labelled with the device, sorted after the CPU processes.
+    builder.add_process({static_cast<std::int64_t>(d), context_.process_name,
+                         "GPU " + std::to_string(d), 0x1000000 + static_cast<std::int64_t>(d)});
+  }
+
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::int32_t> stream_thread;
+  std::unordered_map<std::uint64_t, std::int32_t> cpu_thread;
+  const auto thread_of_stream = [&](std::uint32_t device, std::uint32_t stream) {
+    auto [it, added] = stream_thread.try_emplace({device, stream}, 0);
+    if (added) {
+      ThreadInfo t;
+      t.tid = stream;
+      t.name = "stream " + std::to_string(stream);
+      t.pid = device;
+      t.device = static_cast<std::int32_t>(device);
+      t.stream = stream;
+      it->second = builder.add_thread(std::move(t));
+    }
+    return it->second;
+  };
+  const auto thread_of_call = [&](std::uint64_t tid) {
+    auto [it, added] = cpu_thread.try_emplace(tid, 0);
+    if (added) {
+      it->second = builder.find_thread(tid);
+      if (it->second < 0) it->second = builder.add_thread({tid, {}});
+    }
+    return it->second;
+  };
+
+  for (const Pending& p : pending_) {
+    Event e;
+    e.name = builder.keep(p.name);
+    e.kind = p.kind;
+    e.start_ns = p.start_ns;
+    e.end_ns = std::max(p.end_ns, p.start_ns);
+    if (!p.category.empty()) e.category = builder.category(p.category);
+    EventDetail d;
+    d.gpu = p.gpu;
+    const auto external = external_id_.find(p.correlation);
+    if (p.correlation != 0 && external != external_id_.end()) {
+      d.gpu.external_id = static_cast<std::int64_t>(external->second);
+    }
+    if (p.kind == EventKind::kMemory) {
+      const auto call = call_of.find(p.correlation);
+      e.thread = thread_of_call(call != call_of.end() ? call->second->thread_id : 0);
+      d = EventDetail();
+      d.memory = p.memory;
+    } else if (p.gpu_side) {
+      e.thread = thread_of_stream(p.device, p.stream);
+      const auto call = call_of.find(p.correlation);
+      if (p.kind != EventKind::kOther && call != call_of.end()) {
+        builder.add_flow("ac2g", p.correlation,
+                         {thread_of_call(call->second->thread_id), call->second->start_ns},
+                         {e.thread, p.start_ns});
+      }
+    } else {
+      e.thread = thread_of_call(p.thread_id);
+    }
+    if (!p.other_args.empty()) d.other_args = builder.keep_text(p.other_args);
+    e.detail = builder.add_detail(std::move(d));
+    builder.add_event(e);
+  }
+  pending_.clear();
+}
+
+}  // namespace opscope::backend

@@ -1,0 +1,99 @@
+// CUPTI activity records into the result model, as Kineto lays them out in its traces
+// (../shared/peers/kineto-traces): GPU work on "stream N" threads of a process per device,
+// runtime and driver calls on the CPU threads that made them, Kineto's args, "ac2g" flows from
+// each call to the work it launched, and "External id"s from CUPTI's external correlation.
+//
+// The records are CUDA 13's (cupti_activity.h): their layouts are what a live CUPTI hands
+// over, so the unit tests build them as CUPTI would and the live backend passes its buffers
+// through unchanged. Built only with CUPTI's headers (OPSCOPE_CUPTI).
+#pragma once
+
+#include <cupti_activity.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "opscope/result.h"
+
+namespace opscope::backend {
+
+// What the records do not carry.
+struct CuptiContext {
+  // The name of a runtime or driver call: "cudaLaunchKernel" (the live backend asks CUPTI,
+  // cuptiGetCallbackName, and drops the "_v7000" suffix as Kineto does).
+  std::function<std::string(CUpti_ActivityKind kind, CUpti_CallbackId cbid)> api_name;
+  // Streaming multiprocessors per device, for Kineto's "blocks per SM" and "warps per SM";
+  // a device not listed gets neither.
+  std::map<std::uint32_t, int> sm_count;
+  // Added to every CUPTI time (ns) to put it on the clock of the CPU ranges.
+  std::int64_t offset_ns = 0;
+  // The program's name: Kineto names each device's process with it ("python3.10", labelled
+  // "GPU 0").
+  std::string process_name;
+};
+
+// Kineto's names for what a copy or set touches ("Pageable", "Device", ...) and its direction
+// ("HtoD", ...): "Memcpy HtoD (Pageable -> Device)", "Memset (Device)".
+std::string memcpy_name(std::uint8_t copy_kind, std::uint8_t src_kind, std::uint8_t dst_kind);
+std::string memset_name(std::uint16_t memory_kind);
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
+std::string_view without_version_suffix(std::string_view api_name);
+
+class CuptiRecords {
+ public:
+  explicit CuptiRecords(CuptiContext context) : context_(std::move(context)) {}
+
+  // One record, of any kind; its fields are copied (CUPTI reuses its buffers). Kinds not
+  // handled are counted, not kept (skipped()).
+  void add(const CUpti_Activity& record);
+
+  // Adds everything to `builder`: devices as processes ("GPU N"), streams as their threads,
+  // events with their details and flows. Calls whose thread the builder does not have yet
+  // (no range of it was recorded) get a thread of their own. May be called once.
+  void emit(ProfilerResult::Builder& builder);
+
+  std::uint64_t skipped() const { return skipped_; }
+
+ private:
+  // A record kept until emit(): GPU work, a call, a sync, an allocation.
+  struct Pending {
+    EventKind kind;
+    std::string_view category;  // "" for the kind's implied one
+    std::string name;
+    std::int64_t start_ns;
+    std::int64_t end_ns;
+    std::uint32_t device = 0;
+    bool device_known = true;  // false: a sync, whose device is its context's
+    std::uint32_t context = 0;
+    std::uint32_t stream = 0;       // GPU side; CUPTI_INVALID_STREAM_ID for none
+    std::uint64_t thread_id = 0;    // calls: the OS thread that made them
+    std::uint32_t correlation = 0;  // 0: none
+    bool gpu_side = false;          // on a stream thread; else a CPU thread
+    GpuInfo gpu;
+    std::string other_args;  // JSON object text, or ""
+    MemoryUse memory;        // kMemory
+  };
+
+  void add_kernel(const CUpti_ActivityKernel10& k);
+  void add_memcpy(const CUpti_ActivityMemcpy6& m);
+  void add_memset(const CUpti_ActivityMemset4& m);
+  void add_api(const CUpti_ActivityAPI& a);
+  void add_sync(const CUpti_ActivitySynchronization2& s);
+  void add_memory(const CUpti_ActivityMemory4& m);
+
+  std::int64_t ns(std::uint64_t cupti_ns) const {
+    return static_cast<std::int64_t>(cupti_ns) + context_.offset_ns;
+  }
+
+  CuptiContext context_;
+  std::vector<Pending> pending_;
+  std::unordered_map<std::uint32_t, std::uint64_t> external_id_;  // correlation -> External id
+  std::uint64_t skipped_ = 0;
+};
+
+}  // namespace opscope::backend

@@ -1,0 +1,342 @@
+// CUPTI activity records, built with CUDA 13's real layouts as a live CUPTI hands them over,
+// through the converter into the model, and out as a Chrome trace compared with what Kineto
+// writes for a real A100 job (../shared/peers/kineto-traces/nccl_parser_config).
+#include "backend/cupti_records.h"
+
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "opscope/export.h"
+#include "opscope/result.h"
+#include "support/test_support.h"
+
+namespace opscope::backend {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t kTid = 4242;                     // the CPU thread that launches
+constexpr std::uint64_t kHandle = 0x500000007;           // the range it launches in (External id)
+constexpr std::int64_t kT0 = 1'700'000'000'000'000'000;  // CUPTI's clock: CLOCK_REALTIME ns
+
+template <typename Record>
+const CUpti_Activity& as_activity(const Record& r) {
+  return *reinterpret_cast<const CUpti_Activity*>(&r);
+}
+
+// One launch of each kind CUPTI reports, on stream 7 of device 0, context 1, as a program that
+// launches a kernel, copies, sets, synchronizes and allocates would produce them.
+void add_one_of_each(CuptiRecords& records) {
+  CUpti_ActivityAPI launch{};
+  launch.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  launch.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  launch.start = kT0 + 1'000;
+  launch.end = kT0 + 4'000;
+  launch.threadId = kTid;
+  launch.correlationId = 11;
+  records.add(as_activity(launch));
+
+  CUpti_ActivityKernel10 kernel{};
+  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  kernel.name = "_Z6addOnePfi";
+  kernel.start = kT0 + 10'000;
+  kernel.end = kT0 + 51'407;
+  kernel.deviceId = 0;
+  kernel.contextId = 1;
+  kernel.streamId = 7;
+  kernel.gridX = 512;
+  kernel.gridY = kernel.gridZ = 1;
+  kernel.blockX = 512;
+  kernel.blockY = kernel.blockZ = 1;
+  kernel.registersPerThread = 40;
+  kernel.staticSharedMemory = 256;
+  kernel.dynamicSharedMemory = 144;
+  kernel.correlationId = 11;
+  records.add(as_activity(kernel));
+
+  CUpti_ActivityExternalCorrelation external{};
+  external.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  external.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  external.externalId = kHandle;
+  external.correlationId = 11;
+  records.add(as_activity(external));  // after the kernel: CUPTI's buffers keep no order
+
+  // The copy's and the set's launches, in the same range.
+  for (const std::uint32_t correlation : {12u, 13u}) {
+    CUpti_ActivityAPI call{};
+    call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    call.cbid = correlation == 12 ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020
+                                  : CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020;
+    call.start = kT0 + 5'000 + correlation * 100;
+    call.end = call.start + 50;
+    call.threadId = kTid;
+    call.correlationId = correlation;
+    records.add(as_activity(call));
+    CUpti_ActivityExternalCorrelation ext{};
+    ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    ext.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    ext.externalId = kHandle;
+    ext.correlationId = correlation;
+    records.add(as_activity(ext));
+  }
+
+  CUpti_ActivityMemcpy6 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.bytes = 4096;
+  copy.start = kT0 + 60'000;
+  copy.end = kT0 + 62'000;  // 4096 B in 2 us: 2.048 GB/s
+  copy.deviceId = 0;
+  copy.contextId = 1;
+  copy.streamId = 7;
+  copy.correlationId = 12;
+  records.add(as_activity(copy));
+
+  CUpti_ActivityMemset4 set{};
+  set.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  set.bytes = 6291456;
+  set.start = kT0 + 70'000;
+  set.end = kT0 + 74'960;
+  set.deviceId = 0;
+  set.contextId = 1;
+  set.streamId = 7;
+  set.correlationId = 13;
+  set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  records.add(as_activity(set));
+
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = kT0 + 75'000;
+  sync.end = kT0 + 80'000;
+  sync.contextId = 1;  // no device in the record: the context's, device 0
+  sync.streamId = 7;
+  sync.correlationId = 14;
+  records.add(as_activity(sync));
+
+  CUpti_ActivityAPI malloc_call{};
+  malloc_call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  malloc_call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020;
+  malloc_call.start = kT0 + 81'000;
+  malloc_call.end = kT0 + 90'000;
+  malloc_call.threadId = kTid;
+  malloc_call.correlationId = 15;
+  records.add(as_activity(malloc_call));
+
+  CUpti_ActivityMemory4 alloc{};
+  alloc.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  alloc.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  alloc.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  alloc.correlationId = 15;  // on the thread of the cudaMalloc that made it
+  alloc.address = 0x7f0000000000;
+  alloc.bytes = 1 << 20;
+  alloc.timestamp = kT0 + 85'000;
+  alloc.deviceId = 0;
+  records.add(as_activity(alloc));
+
+  CUpti_ActivityOverhead3 overhead{};  // a kind the converter does not hold: counted
+  overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  records.add(as_activity(overhead));
+}
+
+CuptiContext context() {
+  CuptiContext c;
+  c.api_name = [](CUpti_ActivityKind, CUpti_CallbackId cbid) -> std::string {
+    // What cuptiGetCallbackName answers, suffix and all, for the two calls used here.
+    if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+      return std::string(without_version_suffix("cudaLaunchKernel_v7000"));
+    }
+    if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020) {
+      return std::string(without_version_suffix("cudaMalloc_v3020"));
+    }
+    return "";
+  };
+  c.sm_count = {{0, 108}};  // an A100
+  c.offset_ns = -500;       // CUPTI's clock 500 ns ahead of the ranges'
+  c.process_name = "python3.10";
+  return c;
+}
+
+// A result as a window makes it: the CPU backend's thread and range first, then CUPTI's.
+std::shared_ptr<const ProfilerResult> converted() {
+  ProfilerResult::Builder builder;
+  builder.set_pid(1234);
+  const std::int32_t cpu = builder.add_thread({kTid, "main"});
+  Event range;
+  range.name = builder.keep("aten::add");
+  range.kind = EventKind::kRange;
+  range.start_ns = kT0 - 1'000;
+  range.end_ns = kT0 + 95'000;
+  range.handle = kHandle;
+  range.thread = cpu;
+  builder.add_event(range);
+  CuptiRecords records(context());
+  add_one_of_each(records);
+  EXPECT_EQ(records.skipped(), 1u);
+  records.emit(builder);
+  builder.set_window(kT0 - 2'000, kT0 + 100'000);
+  return builder.finish();
+}
+
+const Event* find(const ProfilerResult& r, std::string_view name) {
+  for (const Event& e : r.events()) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+TEST(CuptiRecords, NamesAsKinetoWritesThem) {
+  EXPECT_EQ(memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+                        CUPTI_ACTIVITY_MEMORY_KIND_DEVICE),
+            "Memcpy HtoD (Pageable -> Device)");
+  EXPECT_EQ(memcpy_name(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                        CUPTI_ACTIVITY_MEMORY_KIND_DEVICE),
+            "Memcpy DtoD (Device -> Device)");
+  EXPECT_EQ(memset_name(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE), "Memset (Device)");
+  EXPECT_EQ(without_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
+  EXPECT_EQ(without_version_suffix("cudaFree"), "cudaFree");
+  EXPECT_EQ(without_version_suffix("my_vector"), "my_vector");
+}
+
+TEST(CuptiRecords, GpuWorkGoesOnItsStreamAndPointsAtItsLaunchAndRange) {
+  const auto r = converted();
+  const Event* kernel = find(*r, "addOne(float*, int)");  // demangled
+  const Event* launch = find(*r, "cudaLaunchKernel");
+  const Event* range = find(*r, "aten::add");
+  ASSERT_TRUE(kernel && launch && range);
+
+  EXPECT_EQ(kernel->kind, EventKind::kKernel);
+  EXPECT_EQ(kernel->start_ns, kT0 + 10'000 - 500);  // the offset puts it on the ranges' clock
+  EXPECT_EQ(kernel->duration_ns(), 41'407);
+  const ThreadInfo& stream = r->threads()[static_cast<std::size_t>(kernel->thread)];
+  EXPECT_EQ(stream.name, "stream 7");
+  EXPECT_EQ(stream.pid, 0);
+  EXPECT_EQ(stream.device, 0);
+  EXPECT_EQ(stream.stream, 7);
+  const GpuInfo& g = r->detail(*kernel)->gpu;
+  EXPECT_EQ(g.correlation, 11);
+  EXPECT_EQ(g.external_id, static_cast<std::int64_t>(kHandle));  // the range's handle
+  EXPECT_EQ(g.grid[0], 512);
+  EXPECT_EQ(g.block[0], 512);
+  EXPECT_EQ(g.registers_per_thread, 40);
+  EXPECT_EQ(g.shared_memory, 400);
+
+  // The launch is on the thread the CPU backend added, inside the range.
+  EXPECT_EQ(launch->kind, EventKind::kRuntime);
+  EXPECT_EQ(launch->thread, range->thread);
+  EXPECT_GE(launch->start_ns, range->start_ns);
+  EXPECT_LE(launch->end_ns, range->end_ns);
+  EXPECT_EQ(r->detail(*launch)->gpu.external_id, static_cast<std::int64_t>(kHandle));
+  EXPECT_EQ(r->threads().size(), 2u);  // main and stream 7: no thread of its own for calls
+
+  // An ac2g flow from each launch to its work: the kernel's, the copy's and the set's.
+  ASSERT_EQ(r->flows().size(), 3u);
+  int ac2g_to_kernel = 0;
+  for (const Flow& f : r->flows()) {
+    if (f.id != 11) continue;
+    ++ac2g_to_kernel;
+    EXPECT_EQ(f.category, "ac2g");
+    EXPECT_EQ(&r->events()[static_cast<std::size_t>(f.from)], launch);
+    EXPECT_EQ(&r->events()[static_cast<std::size_t>(f.to)], kernel);
+  }
+  EXPECT_EQ(ac2g_to_kernel, 1);
+}
+
+TEST(CuptiRecords, CopiesSetsSyncsAndAllocations) {
+  const auto r = converted();
+  const Event* copy = find(*r, "Memcpy HtoD (Pageable -> Device)");
+  const Event* set = find(*r, "Memset (Device)");
+  const Event* sync = find(*r, "Stream Sync");
+  const Event* memory = find(*r, "[memory]");
+  const Event* malloc_call = find(*r, "cudaMalloc");
+  ASSERT_TRUE(copy && set && sync && memory && malloc_call);
+  EXPECT_EQ(copy->kind, EventKind::kMemcpy);
+  EXPECT_EQ(r->detail(*copy)->gpu.bytes, 4096);
+  EXPECT_NE(r->detail(*copy)->other_args.find("\"memory bandwidth (GB/s)\":2.048"),
+            std::string_view::npos)
+      << r->detail(*copy)->other_args;
+  EXPECT_EQ(set->kind, EventKind::kMemset);
+  EXPECT_EQ(r->category(*sync), "cuda_sync");
+  EXPECT_EQ(sync->thread, copy->thread);  // stream 7 of device 0, found from context 1
+  EXPECT_EQ(memory->kind, EventKind::kMemory);
+  EXPECT_EQ(memory->thread, malloc_call->thread);
+  const MemoryUse& m = r->detail(*memory)->memory;
+  EXPECT_EQ(m.device.type, DeviceType::kCUDA);
+  EXPECT_EQ(m.bytes, 1 << 20);
+  EXPECT_EQ(m.address, 0x7f0000000000u);
+}
+
+// Our Chrome trace of the converted records against what Kineto wrote on a real A100: the same
+// categories, the same event keys, args Kineto has (ours may lack the ones needing the device's
+// occupancy calculator), the device's process labelled "GPU 0" and sorted after the CPU's.
+TEST(CuptiRecords, TheTraceHasKinetosLayout) {
+  const json ours = json::parse(chrome_trace_json(*converted()));
+  const json kineto = json::parse(testing::read_gzip_file(
+      std::string(OPSCOPE_PEERS_DIR) + "/kineto-traces/nccl_parser_config/nccl_data.json.gz"));
+  const auto first_of = [](const json& trace, const std::string& cat) -> const json* {
+    for (const json& e : trace["traceEvents"]) {
+      if (e.value("ph", "") == "X" && e.value("cat", "") == cat) return &e;
+    }
+    return nullptr;
+  };
+  for (const std::string cat : {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime"}) {
+    SCOPED_TRACE(cat);
+    const json* a = first_of(ours, cat);
+    const json* b = first_of(kineto, cat);
+    ASSERT_TRUE(a && b);
+    std::set<std::string> our_keys, their_keys;
+    for (auto it = a->begin(); it != a->end(); ++it) our_keys.insert(it.key());
+    for (auto it = b->begin(); it != b->end(); ++it) their_keys.insert(it.key());
+    EXPECT_EQ(our_keys, their_keys);
+    for (auto it = (*a)["args"].begin(); it != (*a)["args"].end(); ++it) {
+      EXPECT_TRUE((*b)["args"].contains(it.key())) << it.key() << " is not Kineto's";
+    }
+    for (const char* must : {"External id", "correlation"}) {
+      EXPECT_TRUE((*a)["args"].contains(must)) << must;
+    }
+    if (cat != "cuda_runtime") {
+      EXPECT_EQ((*a)["pid"], 0);
+      EXPECT_EQ((*a)["tid"], 7);
+    }
+  }
+  const json* kernel = first_of(ours, "kernel");
+  EXPECT_NEAR((*kernel)["args"]["blocks per SM"].get<double>(), 4.740741, 1e-6);
+  EXPECT_NEAR((*kernel)["args"]["warps per SM"].get<double>(), 75.851852, 1e-6);
+  bool labelled = false, flow_start = false;
+  for (const json& e : ours["traceEvents"]) {
+    if (e.value("name", "") == "process_labels" && e["pid"] == 0) {
+      labelled = e["args"]["labels"] == "GPU 0";
+    }
+    if (e.value("name", "") == "process_sort_index" && e["pid"] == 0) {
+      EXPECT_EQ(e["args"]["sort_index"], 16777216);
+    }
+    if (e.value("ph", "") == "s" && e.value("cat", "") == "ac2g" && e["id"] == 11) {
+      flow_start = e["tid"] == kTid;
+    }
+  }
+  EXPECT_TRUE(labelled);
+  EXPECT_TRUE(flow_start);
+}
+
+TEST(CuptiRecords, ItsTraceReadsBackWithItsGpuWork) {
+  const auto r = converted();
+  const std::string path = ::testing::TempDir() + "/cupti_records_trace.json";
+  export_chrome_trace(*r, path);
+  const auto back = read_trace(path);
+  const Event* kernel = find(*back, "addOne(float*, int)");
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->kind, EventKind::kKernel);
+  EXPECT_EQ(back->detail(*kernel)->gpu.external_id, static_cast<std::int64_t>(kHandle));
+  EXPECT_EQ(back->flows().size(), r->flows().size());
+}
+
+}  // namespace
+}  // namespace opscope::backend
