@@ -14,6 +14,7 @@
 
 #include "opscope/export.h"
 #include "opscope/result.h"
+#include "support/hta_oracle.h"
 #include "support/test_support.h"
 
 namespace opscope::backend {
@@ -336,6 +337,25 @@ TEST(CuptiRecords, ItsTraceReadsBackWithItsGpuWork) {
   EXPECT_EQ(kernel->kind, EventKind::kKernel);
   EXPECT_EQ(back->detail(*kernel)->gpu.external_id, static_cast<std::int64_t>(kHandle));
   EXPECT_EQ(back->flows().size(), r->flows().size());
+}
+
+// Holistic Trace Analysis reads the trace as one of PyTorch's: its temporal and idle
+// breakdowns of our GPU work are opscope analyze's.
+TEST(CuptiRecords, HtaReadsItsTraceAsOpscopeAnalyzeDoes) {
+  const auto dir = tests::scratch("cupti_trace");
+  std::filesystem::create_directories(dir);
+  export_chrome_trace(*converted(), (dir / "rank0.json").string());
+  for (const std::string report : {"temporal", "idle"}) {
+    std::string why;
+    const json want = tests::hta(dir.string(), report, why);
+    if (!why.empty()) GTEST_SKIP() << why;
+    const json got = tests::ours(dir.string(), report);
+    tests::expect_rows_match(want[report], got[report], report);
+    if (report == "temporal") {
+      ASSERT_EQ(got[report].size(), 1u);
+      EXPECT_GT(got[report][0]["kernel_time(us)"].get<double>(), 41.0);
+    }
+  }
 }
 
 }  // namespace
