@@ -81,8 +81,7 @@ std::int64_t wall_now_ns() noexcept {
 TickConverter TickConverter::calibrate(const Anchor& from) noexcept {
   TickConverter c;
   const Anchor now = take_anchor();
-  if (internal::g_clock_uses_counter && now.ticks > from.ticks &&
-      now.steady_ns > from.steady_ns) {
+  if (internal::g_clock_uses_counter && now.ticks > from.ticks && now.steady_ns > from.steady_ns) {
     c.ns_per_tick_ = static_cast<double>(now.steady_ns - from.steady_ns) /
                      static_cast<double>(now.ticks - from.ticks);
   } else {
@@ -93,6 +92,24 @@ TickConverter TickConverter::calibrate(const Anchor& from) noexcept {
   c.base_ticks_ = now.ticks;
   c.base_wall_ns_ = wall;
   return c;
+}
+
+ClockOffset measure_offset(const TickConverter& conv, std::int64_t (*read_ns)(),
+                           int tries) noexcept {
+  ClockOffset best;
+  std::uint64_t narrowest = std::numeric_limits<std::uint64_t>::max();
+  for (int i = 0; i < tries; ++i) {
+    const std::uint64_t t0 = internal::ticks();
+    const std::int64_t other = read_ns();
+    const std::uint64_t t1 = internal::ticks();
+    if (t1 - t0 >= narrowest) continue;
+    narrowest = t1 - t0;
+    const std::int64_t before = conv.to_wall_ns(t0);
+    const std::int64_t after = conv.to_wall_ns(t1);
+    best.offset_ns = before + (after - before) / 2 - other;
+    best.error_ns = (after - before + 1) / 2;
+  }
+  return best;
 }
 
 }  // namespace clock

@@ -47,4 +47,16 @@ class TickConverter {
 // Wall-clock ns since the Unix epoch, now.
 std::int64_t wall_now_ns() noexcept;
 
+// What to add to the times of another clock (read by `read_ns`, in ns) to put them on the
+// clock of the ranges (`conv` applied to ticks()), such as CUPTI's GPU times, which are
+// CLOCK_REALTIME on Linux: the other clock is read between two ticks() reads, `tries` times,
+// and the tightest pair kept. error_ns is half that pair's width: how far the reading alone
+// may be off (conv's own calibration against steady_clock adds its error).
+struct ClockOffset {
+  std::int64_t offset_ns = 0;
+  std::int64_t error_ns = 0;
+};
+ClockOffset measure_offset(const TickConverter& conv, std::int64_t (*read_ns)(),
+                           int tries = 16) noexcept;
+
 }  // namespace opscope::clock
