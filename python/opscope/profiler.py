@@ -68,10 +68,11 @@ _STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
 def supported_activities() -> set:
     """Returns the set of activities this build can record on this machine.
 
-    ``ProfilerActivity.CPU`` always; ``ProfilerActivity.CUDA`` is accepted by ``profile`` but
-    not recorded until opscope has a GPU backend (a warning says why, and the trace lists it
-    under ``"opscope_not_recorded"``). ``activity_unavailable_reason`` tells why an activity is
-    missing from this set.
+    ``ProfilerActivity.CPU`` always; ``ProfilerActivity.CUDA`` where CUPTI records it (a
+    driver, a device, CUPTI, and, until the CUPTI backend has run on a GPU,
+    ``OPSCOPE_EXPERIMENTAL_CUPTI=1``). Elsewhere ``profile`` accepts CUDA without recording it
+    (a warning says why, and the trace lists it under ``"opscope_not_recorded"``);
+    ``activity_unavailable_reason`` tells why an activity is missing from this set.
     """
     return set(_C.supported_activities())
 
@@ -81,7 +82,8 @@ def activity_unavailable_reason(activity: "ProfilerActivity") -> str:
 
     For ``ProfilerActivity.CUDA`` the sentence names what is missing: the CUDA driver
     (``libcuda.so.1``), a device, CUPTI (``OPSCOPE_CUPTI_LIBRARY`` names its path when it is
-    not where the toolkit puts it), or, with all of them present, this build's GPU backend.
+    not where the toolkit puts it), or, with all of them present, the opt-in
+    ``OPSCOPE_EXPERIMENTAL_CUPTI=1``.
     """
     if not isinstance(activity, ProfilerActivity):
         raise TypeError(f"activity must be a ProfilerActivity, got {activity!r}")

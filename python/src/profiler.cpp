@@ -184,7 +184,7 @@ void bind_profiler(py::module_& m) {
       .value("CUDA", ActivityType::kCUDA);
 
   m.def("supported_activities", &supported_activities,
-        "The activities this build and machine can record (CPU; CUDA once a GPU backend exists).");
+        "The activities this build and machine can record (CPU; CUDA where CUPTI records it).");
   m.def("activity_unavailable_reason", &activity_unavailable_reason, py::arg("activity"),
         "Why the activity cannot be recorded here (no driver, no device, no CUPTI, ...); '' when "
         "it can be.");

@@ -377,8 +377,8 @@ void CuptiRecords::emit(ProfilerResult::Builder& builder) {
     Event e;
     e.name = builder.keep(p.name);
     e.kind = p.kind;
-    e.start_ns = p.start_ns;
-    e.end_ns = std::max(p.end_ns, p.start_ns);
+    e.start_ns = p.start_ns + context_.offset_ns;
+    e.end_ns = std::max(p.end_ns, p.start_ns) + context_.offset_ns;
     if (!p.category.empty()) e.category = builder.category(p.category);
     EventDetail d;
     d.gpu = p.gpu;
@@ -395,9 +395,10 @@ void CuptiRecords::emit(ProfilerResult::Builder& builder) {
       e.thread = thread_of_stream(p.device, p.stream);
       const auto call = call_of.find(p.correlation);
       if (p.kind != EventKind::kOther && call != call_of.end()) {
-        builder.add_flow("ac2g", p.correlation,
-                         {thread_of_call(call->second->thread_id), call->second->start_ns},
-                         {e.thread, p.start_ns});
+        builder.add_flow(
+            "ac2g", p.correlation,
+            {thread_of_call(call->second->thread_id), call->second->start_ns + context_.offset_ns},
+            {e.thread, e.start_ns});
       }
     } else {
       e.thread = thread_of_call(p.thread_id);

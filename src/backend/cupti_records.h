@@ -48,6 +48,9 @@ class CuptiRecords {
  public:
   explicit CuptiRecords(CuptiContext context) : context_(std::move(context)) {}
 
+  // What the records do not carry; the clock offset may be set until emit().
+  CuptiContext& context() { return context_; }
+
   // One record, of any kind; its fields are copied (CUPTI reuses its buffers). Kinds not
   // handled are counted, not kept (skipped()).
   void add(const CUpti_Activity& record);
@@ -86,9 +89,8 @@ class CuptiRecords {
   void add_sync(const CUpti_ActivitySynchronization2& s);
   void add_memory(const CUpti_ActivityMemory4& m);
 
-  std::int64_t ns(std::uint64_t cupti_ns) const {
-    return static_cast<std::int64_t>(cupti_ns) + context_.offset_ns;
-  }
+  // CUPTI's times as they are; context_.offset_ns is added at emit().
+  static std::int64_t ns(std::uint64_t cupti_ns) { return static_cast<std::int64_t>(cupti_ns); }
 
   CuptiContext context_;
   std::vector<Pending> pending_;

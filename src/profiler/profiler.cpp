@@ -169,6 +169,10 @@ struct Profiler::Impl {
         w.epoch.buffer_limit_bytes = config.experimental.buffer_limit_bytes;
         w.epoch.record_all_threads = config.experimental.record_all_threads;
         w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
+        if (has_activity(config.activities, ActivityType::kCUDA) &&
+            backend::cuda_probe().recordable) {
+          w.cupti_path = backend::cuda_probe().cupti_path;
+        }
         w.not_recorded = not_recorded;
         w.lenses = config.lenses;
         w.trace_call_stacks = config.experimental.verbose;

@@ -6,6 +6,9 @@
 #include <mutex>
 
 #include "backend/cpu_backend.h"
+#ifdef OPSCOPE_HAVE_CUPTI
+#include "backend/cupti_backend.h"
+#endif
 #include "clock/clock.h"
 #include "opscope/error.h"
 
@@ -48,6 +51,12 @@ void Recorder::start_window(const WindowOptions& options) {
   if (options.record_cpu) {
     backends_.push_back(std::make_unique<backend::CpuBackend>(options.epoch, options.lenses));
   }
+#ifdef OPSCOPE_HAVE_CUPTI
+  if (!options.cupti_path.empty()) {
+    backends_.push_back(std::make_unique<backend::CuptiBackend>(options.cupti_path,
+                                                                options.epoch.buffer_limit_bytes));
+  }
+#endif
   for (const auto& b : backends_) b->prepare();
   start_ticks_ = internal::ticks();
   for (std::size_t i = 0; i < backends_.size(); ++i) {

@@ -23,6 +23,8 @@ namespace opscope::session {
 struct WindowOptions {
   collect::EpochOptions epoch;
   bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
+  // The CUPTI library that records the window's CUDA activity; empty: none is recorded.
+  std::string cupti_path;
   std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
   LensSet lenses;                 // what ranges and allocation reports record besides their times
   bool trace_call_stacks = true;  // ExperimentalConfig::verbose, kept in the result
