@@ -27,14 +27,21 @@ struct FunctionEventAvg {
   std::int64_t self_cpu_time_total_ns = 0;  // sum of self times
   std::int64_t cpu_memory_usage = 0;        // bytes (profile_memory lens)
   std::int64_t self_cpu_memory_usage = 0;
-  std::int64_t flops = 0;                   // with_flops lens
-  std::string input_shapes;                 // "[[32, 64], [128, 64]]" when grouped by shape
-  std::vector<std::string> stack;           // innermost first, when grouped by stack
-  std::int64_t node_id = -1;                // remote events; -1 for local
+  std::int64_t flops = 0;  // with_flops lens
+  // GPU time (kernels, copies, sets), as torch 1.13 counts it with Kineto: an operator's is the
+  // GPU work launched inside it ("External id" = its handle), its children's included
+  // (cuda_time_total) or not (self_cuda_time_total); a row of GPU work itself (is_device) has
+  // its durations here and no CPU time.
+  std::int64_t cuda_time_total_ns = 0;
+  std::int64_t self_cuda_time_total_ns = 0;
+  bool is_device = false;          // GPU work (torch's DeviceType.CUDA rows)
+  std::string input_shapes;        // "[[32, 64], [128, 64]]" when grouped by shape
+  std::vector<std::string> stack;  // innermost first, when grouped by stack
+  std::int64_t node_id = -1;       // remote events; -1 for local
   // The table's "Self CPU %": this key's self time as a percentage of the self time of all
   // the keys averaged with it (key_averages sets it; 0 in rows built by hand).
   double self_cpu_percent_total = 0;
-  bool is_async = false;                    // some member ended on another thread
+  bool is_async = false;  // some member ended on another thread
   // Some member had no enclosing event (Event::parent == -1). table()'s
   // top_level_events_only shows only these rows; rows built by hand are top level by default.
   bool top_level = true;
@@ -49,11 +56,17 @@ struct FunctionEventAvg {
     cpu_memory_usage += other.cpu_memory_usage;
     self_cpu_memory_usage += other.self_cpu_memory_usage;
     flops += other.flops;
+    cuda_time_total_ns += other.cuda_time_total_ns;
+    self_cuda_time_total_ns += other.self_cuda_time_total_ns;
     is_async |= other.is_async;
+    is_device |= other.is_device;
   }
 
   double cpu_time_avg_ns() const {
     return count == 0 ? 0.0 : static_cast<double>(cpu_time_total_ns) / static_cast<double>(count);
+  }
+  double cuda_time_avg_ns() const {
+    return count == 0 ? 0.0 : static_cast<double>(cuda_time_total_ns) / static_cast<double>(count);
   }
 };
 
@@ -63,11 +76,11 @@ struct TableOptions {
   // cuda_time_total, self_cuda_time_total, cuda_memory_usage, self_cuda_memory_usage.
   // Anything else throws opscope::Error listing these.
   std::string sort_by = {};
-  int row_limit = 100;              // rows shown; negative shows all
+  int row_limit = 100;  // rows shown; negative shows all
   int max_name_column_width = 55;
   int max_src_column_width = 75;
   int max_shapes_column_width = 80;
-  std::string header = {};               // printed above the table when not empty
+  std::string header = {};  // printed above the table when not empty
   // "s", "ms" or "us": every time in that unit. Empty: each time picks its own (PyTorch 1.13).
   // Anything else throws opscope::Error.
   std::string time_unit = {};
@@ -114,6 +127,16 @@ struct EventMemory {
   std::vector<std::int64_t> self;
 };
 EventMemory event_memory(const ProfilerResult& result);
+
+// GPU time of each event (indexed like result.events()): for an operator (a range), the
+// durations of the kernels, copies and sets launched inside it (their "External id" is its
+// handle), its children's included (`total`) or not (`self`); for GPU work, its own duration
+// (both). Empty when the result holds no GPU work.
+struct EventCuda {
+  std::vector<std::int64_t> total;
+  std::vector<std::int64_t> self;
+};
+EventCuda event_cuda(const ProfilerResult& result);
 
 // The table's time format: "8.840ms", "346.000us", "1.200s". Exposed for tools and tests.
 std::string format_time_us(double time_us);

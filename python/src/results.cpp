@@ -36,11 +36,19 @@ std::int64_t ResultView::memory(std::size_t index, bool self) {
   return index < bytes.size() ? bytes[index] : 0;
 }
 
+std::int64_t ResultView::cuda(std::size_t index, bool self) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!cuda_) cuda_ = event_cuda(*result_);
+  const std::vector<std::int64_t>& ns = self ? cuda_->self : cuda_->total;
+  return index < ns.size() ? ns[index] : 0;
+}
+
 std::vector<FunctionEventAvg> ResultView::rows(std::span<const std::int32_t> events) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!memory_) memory_ = event_memory(*result_);
+  if (!cuda_) cuda_ = event_cuda(*result_);
   if (!symbolizer_) symbolizer_ = std::make_unique<analysis::Symbolizer>();
-  return analysis::event_rows(*result_, events, *memory_, *symbolizer_);
+  return analysis::event_rows(*result_, events, *memory_, *cuda_, *symbolizer_);
 }
 
 namespace {
@@ -186,21 +194,49 @@ std::string table(const KeyAverages& k, const std::optional<std::string>& sort_b
   return value_errors([&] { return k.table(o); });
 }
 
+// The GPU time of a single event (ns): an operator's launched work, its children's included or
+// not; GPU work's own duration.
+std::int64_t cuda_ns(const FunctionEvent& e, bool self) {
+  return e.view->cuda(static_cast<std::size_t>(e.index), self);
+}
+std::int64_t cuda_ns(const FunctionEventAvg& r, bool self) {
+  return self ? r.self_cuda_time_total_ns : r.cuda_time_total_ns;
+}
+std::int64_t calls(const FunctionEvent&) { return 1; }
+std::int64_t calls(const FunctionEventAvg& r) { return r.count; }
+bool is_device(const FunctionEvent& e) {
+  const EventKind k = e.event().kind;
+  return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
+}
+bool is_device(const FunctionEventAvg& r) { return r.is_device; }
+
 // What a FunctionEvent or FunctionEventAvg says of CUDA, its device and the legacy profiler,
-// as torch's do on a machine without a GPU: zero CUDA time and memory, CPU.
+// as torch's do: CUDA time from the GPU work launched inside (zero without any), CUDA memory
+// zero (not recorded), the device CUDA for GPU work's own rows.
 template <typename T>
-void def_cpu_only_fields(py::module_& m, const char* name) {
+void def_device_fields(py::module_& m, const char* name) {
   auto cls = py::reinterpret_borrow<py::class_<T>>(m.attr(name));
-  for (const char* time : {"cuda_time", "cuda_time_total", "self_cuda_time_total"}) {
-    cls.def_property_readonly(time, [](const T&) { return 0.0; });
-  }
-  for (const char* text : {"cuda_time_str", "cuda_time_total_str", "self_cuda_time_total_str"}) {
-    cls.def_property_readonly(text, [](const T&) { return format_time_us(0); });
-  }
+  const auto avg_us = [](const T& t) {
+    const std::int64_t n = calls(t);
+    return n == 0 ? 0.0 : ns_to_us(cuda_ns(t, false)) / static_cast<double>(n);
+  };
+  cls.def_property_readonly("cuda_time", avg_us);
+  cls.def_property_readonly("cuda_time_total",
+                            [](const T& t) { return ns_to_us(cuda_ns(t, false)); });
+  cls.def_property_readonly("self_cuda_time_total",
+                            [](const T& t) { return ns_to_us(cuda_ns(t, true)); });
+  cls.def_property_readonly("cuda_time_str",
+                            [avg_us](const T& t) { return format_time_us(avg_us(t)); });
+  cls.def_property_readonly("cuda_time_total_str",
+                            [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, false))); });
+  cls.def_property_readonly("self_cuda_time_total_str",
+                            [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, true))); });
   for (const char* memory : {"cuda_memory_usage", "self_cuda_memory_usage"}) {
     cls.def_property_readonly(memory, [](const T&) { return 0; });
   }
-  cls.def_property_readonly("device_type", [](const T&) { return DeviceType::kCPU; });
+  cls.def_property_readonly("device_type", [](const T& t) {
+    return is_device(t) ? DeviceType::kCUDA : DeviceType::kCPU;
+  });
   cls.def_property_readonly("is_legacy", [](const T&) { return false; });
 }
 
@@ -509,8 +545,8 @@ void bind_results(py::module_& m) {
         py::gil_scoped_release release;
         return k.table();
       });
-  def_cpu_only_fields<FunctionEvent>(m, "FunctionEvent");
-  def_cpu_only_fields<FunctionEventAvg>(m, "FunctionEventAvg");
+  def_device_fields<FunctionEvent>(m, "FunctionEvent");
+  def_device_fields<FunctionEventAvg>(m, "FunctionEventAvg");
 }
 
 }  // namespace opscope::python

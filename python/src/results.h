@@ -29,6 +29,8 @@ class ResultView {
   // Bytes of allocation reports inside event `index` (children included) and directly in it;
   // 0 without the memory lens. Summed once for the whole window, on first use. Thread-safe.
   std::int64_t memory(std::size_t index, bool self);
+  // GPU time of event `index`, its children's included or not (event_cuda), in ns.
+  std::int64_t cuda(std::size_t index, bool self);
 
   // Table rows of single events (analysis::event_rows), with this view's memory sums and
   // symbolizer. Thread-safe.
@@ -39,6 +41,7 @@ class ResultView {
   std::mutex mutex_;
   std::unique_ptr<analysis::Symbolizer> symbolizer_;  // made on first use: it reads /proc
   std::optional<EventMemory> memory_;                 // made on first use
+  std::optional<EventCuda> cuda_;                     // made on first use
 };
 
 }  // namespace opscope::python

@@ -11,10 +11,11 @@
 namespace opscope::analysis {
 
 // One row per listed event (count 1), in the given order: name, times, memory (`memory` is the
-// window's event_memory()), FLOPs, input shapes and stack when the window recorded them.
-// Throws opscope::Error for an index outside the result.
+// window's event_memory()), GPU time (`cuda`: its event_cuda()), FLOPs, input shapes and stack
+// when the window recorded them. Throws opscope::Error for an index outside the result.
 std::vector<FunctionEventAvg> event_rows(const ProfilerResult& result,
                                          std::span<const std::int32_t> events,
-                                         const EventMemory& memory, Symbolizer& symbolizer);
+                                         const EventMemory& memory, const EventCuda& cuda,
+                                         Symbolizer& symbolizer);
 
 }  // namespace opscope::analysis

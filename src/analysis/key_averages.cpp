@@ -42,6 +42,11 @@ struct TextEqual {
   bool operator()(const GroupKey& a, const GroupKey& b) const { return text_equal(a, b); }
 };
 
+bool is_gpu_work(const Event& e) {
+  return e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpy ||
+         e.kind == EventKind::kMemset;
+}
+
 // Sums of one group of events.
 struct Partial {
   GroupKey key;
@@ -51,14 +56,20 @@ struct Partial {
   std::int64_t memory = 0;
   std::int64_t self_memory = 0;
   std::int64_t flops = 0;
+  std::int64_t cuda_ns = 0;
+  std::int64_t self_cuda_ns = 0;
   std::size_t first = 0;  // index of the first event, for its shapes and stack
   bool is_async = false;
   bool top_level = false;
+  bool is_device = false;
 
   void add(const Event& e) {
     ++count;
-    total_ns += e.duration_ns();
-    self_ns += e.self_ns;
+    is_device |= is_gpu_work(e);
+    if (!is_gpu_work(e)) {  // GPU work has no CPU time (torch's device rows)
+      total_ns += e.duration_ns();
+      self_ns += e.self_ns;
+    }
     is_async |= e.kind == EventKind::kAsyncRange;
     top_level |= e.parent < 0;
   }
@@ -69,8 +80,11 @@ struct Partial {
     memory += o.memory;
     self_memory += o.self_memory;
     flops += o.flops;
+    cuda_ns += o.cuda_ns;
+    self_cuda_ns += o.self_cuda_ns;
     is_async |= o.is_async;
     top_level |= o.top_level;
+    is_device |= o.is_device;
   }
 };
 
@@ -80,8 +94,9 @@ struct LensSums {
   std::vector<std::int64_t> memory;       // bytes reported inside the event, children included
   std::vector<std::int64_t> self_memory;  // bytes reported directly inside it
   std::vector<std::int64_t> flops;
+  EventCuda cuda;
 
-  explicit LensSums(const ProfilerResult& result) {
+  explicit LensSums(const ProfilerResult& result) : cuda(event_cuda(result)) {
     const std::vector<Event>& events = result.events();
     EventMemory m = event_memory(result);
     memory = std::move(m.total);
@@ -100,6 +115,10 @@ struct LensSums {
       p.self_memory += self_memory[i];
     }
     if (!flops.empty()) p.flops += flops[i];
+    if (!cuda.total.empty()) {
+      p.cuda_ns += cuda.total[i];
+      p.self_cuda_ns += cuda.self[i];
+    }
   }
 };
 
@@ -114,13 +133,27 @@ FunctionEventAvg row_of(const Partial& p) {
   row.cpu_memory_usage = p.memory;
   row.self_cpu_memory_usage = p.self_memory;
   row.flops = p.flops;
+  row.cuda_time_total_ns = p.cuda_ns;
+  row.self_cuda_time_total_ns = p.self_cuda_ns;
+  row.is_device = p.is_device;
   return row;
 }
 
-// The operator table counts CPU ranges; GPU work and runtime calls read from a trace are
-// not operators (their CUDA columns come with the GPU backend).
+// The rows of torch 1.13's table under Kineto: operators (ranges), runtime and driver calls
+// (cudaLaunchKernel: CPU time), and GPU work (CUDA time, no CPU time).
 bool is_row_event(const Event& e) {
-  return e.kind == EventKind::kRange || e.kind == EventKind::kAsyncRange;
+  switch (e.kind) {
+    case EventKind::kRange:
+    case EventKind::kAsyncRange:
+    case EventKind::kRuntime:
+    case EventKind::kDriver:
+    case EventKind::kKernel:
+    case EventKind::kMemcpy:
+    case EventKind::kMemset:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Open addressing on the name's address and length: identity, not text. Linear probing over a
@@ -306,6 +339,39 @@ EventMemory event_memory(const ProfilerResult& result) {
   return out;
 }
 
+EventCuda event_cuda(const ProfilerResult& result) {
+  EventCuda out;
+  const std::vector<Event>& events = result.events();
+  // The operators by handle: GPU work's "External id" names the one it was launched in.
+  std::unordered_map<std::uint64_t, std::size_t> op_of;
+  bool any_work = false;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::kRange && e.handle != 0) op_of.emplace(e.handle, i);
+    any_work |= is_gpu_work(e);
+  }
+  if (!any_work) return out;
+  out.self.assign(events.size(), 0);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (!is_gpu_work(e)) continue;
+    out.self[i] = e.duration_ns();
+    const EventDetail* d = result.detail(e);
+    if (d == nullptr || d->gpu.external_id <= 0) continue;
+    const auto op = op_of.find(static_cast<std::uint64_t>(d->gpu.external_id));
+    if (op != op_of.end()) out.self[op->second] += e.duration_ns();
+  }
+  // Children follow their parents in events(), so one backward pass sums subtrees.
+  out.total = out.self;
+  for (std::size_t i = events.size(); i-- > 0;) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::kRange && e.parent >= 0) {
+      out.total[static_cast<std::size_t>(e.parent)] += out.total[i];
+    }
+  }
+  return out;
+}
+
 KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape,
                          int group_by_stack_n) {
   return average(result, nullptr, group_by_input_shape, group_by_stack_n);
@@ -326,7 +392,7 @@ KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int3
 
 std::vector<FunctionEventAvg> analysis::event_rows(const ProfilerResult& result,
                                                    std::span<const std::int32_t> indices,
-                                                   const EventMemory& memory,
+                                                   const EventMemory& memory, const EventCuda& cuda,
                                                    Symbolizer& symbolizer) {
   const std::vector<Event>& events = result.events();
   std::vector<FunctionEventAvg> rows;
@@ -343,6 +409,10 @@ std::vector<FunctionEventAvg> analysis::event_rows(const ProfilerResult& result,
     if (index < memory.total.size()) {
       p.memory = memory.total[index];
       p.self_memory = memory.self[index];
+    }
+    if (index < cuda.total.size()) {
+      p.cuda_ns = cuda.total[index];
+      p.self_cuda_ns = cuda.self[index];
     }
     FunctionEventAvg row = row_of(p);
     if (const EventDetail* d = result.detail(e)) {

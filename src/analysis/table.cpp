@@ -67,7 +67,7 @@ std::string format_share(double time_us, double total_us) {
 }
 
 // The sort keys PyTorch accepts on FunctionEventAvg, in the order the error message lists them.
-// The CUDA keys are valid and read 0 until a GPU backend fills them.
+// CUDA memory is not recorded: its keys read 0.
 struct SortKey {
   std::string_view name;
   double (*value)(const FunctionEventAvg&);
@@ -85,9 +85,11 @@ constexpr SortKey kSortKeys[] = {
     {"self_cpu_memory_usage",
      [](const FunctionEventAvg& r) { return static_cast<double>(r.self_cpu_memory_usage); }},
     {"flops", [](const FunctionEventAvg& r) { return static_cast<double>(r.flops); }},
-    {"cuda_time", [](const FunctionEventAvg&) { return 0.0; }},
-    {"cuda_time_total", [](const FunctionEventAvg&) { return 0.0; }},
-    {"self_cuda_time_total", [](const FunctionEventAvg&) { return 0.0; }},
+    {"cuda_time", [](const FunctionEventAvg& r) { return r.cuda_time_avg_ns(); }},
+    {"cuda_time_total",
+     [](const FunctionEventAvg& r) { return static_cast<double>(r.cuda_time_total_ns); }},
+    {"self_cuda_time_total",
+     [](const FunctionEventAvg& r) { return static_cast<double>(r.self_cuda_time_total_ns); }},
     {"cuda_memory_usage", [](const FunctionEventAvg&) { return 0.0; }},
     {"self_cuda_memory_usage", [](const FunctionEventAvg&) { return 0.0; }},
 };
@@ -217,6 +219,10 @@ std::string KeyAverages::table(const TableOptions& options) const {
   bool any_shapes = false, any_stack = false, any_node_id = false;
   std::int64_t min_flops = 0;
   double sum_self_us = 0;
+  // torch: CUDA columns when any row has self CUDA time; the CUDA shares are of the GPU work's
+  // own rows (an operator's CUDA time is theirs again).
+  bool has_cuda_time = false;
+  double sum_self_cuda_us = 0;
   for (const FunctionEventAvg* r : rows) {
     name_width = std::max(name_width, text_length(r->key) + 4);
     shapes_width = std::max(shapes_width, text_length(r->input_shapes) + 4);
@@ -228,6 +234,8 @@ std::string KeyAverages::table(const TableOptions& options) const {
     }
     if (r->flops > 0 && (min_flops == 0 || r->flops < min_flops)) min_flops = r->flops;
     sum_self_us += ns_to_us(r->self_cpu_time_total_ns);
+    has_cuda_time |= r->self_cuda_time_total_ns > 0;
+    if (r->is_device) sum_self_cuda_us += ns_to_us(r->self_cuda_time_total_ns);
   }
   name_width = std::min(name_width, static_cast<std::size_t>(options.max_name_column_width));
   shapes_width = std::min(shapes_width, static_cast<std::size_t>(options.max_shapes_column_width));
@@ -238,6 +246,11 @@ std::string KeyAverages::table(const TableOptions& options) const {
   for (const char* header :
        {"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"}) {
     layout.add_column(header, kDefaultWidth);
+  }
+  if (has_cuda_time) {
+    for (const char* header : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) {
+      layout.add_column(header, kDefaultWidth);
+    }
   }
   if (profile_memory) {
     layout.add_column("CPU Mem", kDefaultWidth);
@@ -292,6 +305,13 @@ std::string KeyAverages::table(const TableOptions& options) const {
         format_time(total_us),
         format_time(avg_us),
     };
+    if (has_cuda_time) {
+      const double self_cuda_us = ns_to_us(r->self_cuda_time_total_ns);
+      cells.push_back(format_time(self_cuda_us));
+      cells.push_back(format_share(self_cuda_us, sum_self_cuda_us));
+      cells.push_back(format_time(ns_to_us(r->cuda_time_total_ns)));
+      cells.push_back(format_time(r->cuda_time_avg_ns() / 1000.0));
+    }
     if (profile_memory) {
       cells.push_back(format_memory(r->cpu_memory_usage));
       cells.push_back(format_memory(r->self_cpu_memory_usage));
@@ -321,6 +341,7 @@ std::string KeyAverages::table(const TableOptions& options) const {
 
   layout.append_separator(out);
   out += "Self CPU time total: " + format_time(sum_self_us) + "\n";
+  if (has_cuda_time) out += "Self CUDA time total: " + format_time(sum_self_cuda_us) + "\n";
   return out;
 }
 

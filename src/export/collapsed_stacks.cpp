@@ -18,6 +18,7 @@
 #include "analysis/stacks.h"
 #include "analysis/symbolizer.h"
 #include "opscope/error.h"
+#include "opscope/key_averages.h"
 
 namespace opscope::internal {
 namespace {
@@ -66,8 +67,9 @@ void write_collapsed_stacks(const ProfilerResult& result, std::string_view metri
                             Sink& sink) {
   const Metric metric = parse_metric(metric_name);
   check_recorded_with_stack(result);
-  if (metric == Metric::kSelfCuda) {
-    // Accepted as in PyTorch; device time per range arrives with a GPU backend.
+  // self_cuda_time_total: each range weighs the GPU work launched directly in it.
+  const EventCuda cuda = metric == Metric::kSelfCuda ? event_cuda(result) : EventCuda{};
+  if (metric == Metric::kSelfCuda && cuda.self.empty()) {
     warn(
         "export_stacks: self_cuda_time_total: this result holds no CUDA time, the stack file "
         "is empty; use self_cpu_time_total");
@@ -82,7 +84,9 @@ void write_collapsed_stacks(const ProfilerResult& result, std::string_view metri
   std::vector<std::pair<std::string, std::int64_t>> lines;
   const auto& stacks = result.stacks();
   std::size_t with_stack = 0;
-  for (const Event& e : result.events()) {
+  const std::vector<Event>& events = result.events();
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
     if (e.kind != EventKind::kRange && e.kind != EventKind::kAsyncRange) continue;
     const EventDetail* detail = result.detail(e);
     if (detail == nullptr || detail->stack < 0 ||
@@ -106,7 +110,7 @@ void write_collapsed_stacks(const ProfilerResult& result, std::string_view metri
       if (added) lines.emplace_back(by_text->first, 0);
       it = line_of.emplace(key, by_text->second).first;
     }
-    lines[it->second].second += e.self_ns;
+    lines[it->second].second += metric == Metric::kSelfCuda ? cuda.self[i] : e.self_ns;
   }
 
   std::string out;

@@ -150,10 +150,26 @@ class StackResult {
     }
     b_.add_event(e);
   }
+  // A kernel of `ns` on a stream, launched inside the range with handle `launched_in`.
+  void kernel(std::int64_t start_ns, std::int64_t ns, std::uint64_t launched_in) {
+    if (stream_ < 0) stream_ = b_.add_thread({7, "stream 7", 0, 0, 7});
+    Event e;
+    e.name = b_.keep("gemm_kernel");
+    e.kind = EventKind::kKernel;
+    e.thread = stream_;
+    e.start_ns = kBase + start_ns;
+    e.end_ns = kBase + start_ns + ns;
+    EventDetail d;
+    d.gpu.stream = 7;
+    d.gpu.external_id = static_cast<std::int64_t>(launched_in);
+    e.detail = b_.add_detail(std::move(d));
+    b_.add_event(e);
+  }
   std::shared_ptr<const ProfilerResult> finish() { return b_.finish(); }
 
  private:
   ProfilerResult::Builder b_;
+  std::int32_t stream_ = -1;
   std::int32_t t_ = 0;
   std::uint64_t handle_ = 0;
 };
@@ -166,6 +182,19 @@ std::string collapsed(const ProfilerResult& r, std::string_view metric = "self_c
 }
 
 constexpr std::int64_t kUs = 1000;
+
+// self_cuda_time_total weighs each stack by the GPU work launched directly in its range (the
+// kernel's "External id" is the range's handle), in us, as torch's export_stacks does.
+TEST(CollapsedStacks, SelfCudaTimeIsTheWorkEachRangeLaunched) {
+  StackResult s;
+  const std::int32_t st = s.stack({"model.cpp(7): step()", "main"});
+  s.range("forward", 0, 1000 * kUs, st);         // handle 1
+  s.range("aten::mm", 10 * kUs, 100 * kUs, st);  // handle 2: launches both kernels
+  s.kernel(200 * kUs, 340 * kUs, 2);
+  s.kernel(600 * kUs, 60 * kUs, 2);
+  const auto r = s.finish();
+  EXPECT_EQ(collapsed(*r, "self_cuda_time_total"), "main;model.cpp(7):_step();aten::mm 400\n");
+}
 
 TEST(CollapsedStacks, RootFirstFramesThenTheRangeThenMicroseconds) {
   StackResult s;
