@@ -314,6 +314,19 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
   return out;
 }
 
+// Each range's value plus its descendants' (instants and memory events are not children):
+// children follow their parents in events(), so one backward pass sums subtrees.
+std::vector<std::int64_t> subtree_sums(const std::vector<Event>& events,
+                                       std::vector<std::int64_t> own) {
+  for (std::size_t i = events.size(); i-- > 0;) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::kRange && e.parent >= 0) {
+      own[static_cast<std::size_t>(e.parent)] += own[i];
+    }
+  }
+  return own;
+}
+
 }  // namespace
 
 EventMemory event_memory(const ProfilerResult& result) {
@@ -328,14 +341,7 @@ EventMemory event_memory(const ProfilerResult& result) {
       out.self[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
     }
   }
-  // Children follow their parents in events(), so one backward pass sums subtrees.
-  out.total = out.self;
-  for (std::size_t i = events.size(); i-- > 0;) {
-    const Event& e = events[i];
-    if (e.kind == EventKind::kRange && e.parent >= 0) {
-      out.total[static_cast<std::size_t>(e.parent)] += out.total[i];
-    }
-  }
+  out.total = subtree_sums(events, out.self);
   return out;
 }
 
@@ -361,14 +367,7 @@ EventCuda event_cuda(const ProfilerResult& result) {
     const auto op = op_of.find(static_cast<std::uint64_t>(d->gpu.external_id));
     if (op != op_of.end()) out.self[op->second] += e.duration_ns();
   }
-  // Children follow their parents in events(), so one backward pass sums subtrees.
-  out.total = out.self;
-  for (std::size_t i = events.size(); i-- > 0;) {
-    const Event& e = events[i];
-    if (e.kind == EventKind::kRange && e.parent >= 0) {
-      out.total[static_cast<std::size_t>(e.parent)] += out.total[i];
-    }
-  }
+  out.total = subtree_sums(events, out.self);
   return out;
 }
 

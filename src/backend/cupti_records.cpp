@@ -179,20 +179,26 @@ void CuptiRecords::add(const CUpti_Activity& record) {
   }
 }
 
-void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
+template <typename Record>
+CuptiRecords::Pending CuptiRecords::gpu_work(EventKind kind, std::string name, const Record& r) {
   Pending p;
-  p.kind = EventKind::kKernel;
-  p.name = demangled(k.name);
-  p.start_ns = ns(k.start);
-  p.end_ns = ns(k.end);
-  p.device = k.deviceId;
-  p.context = k.contextId;
-  p.stream = k.streamId;
-  p.correlation = k.correlationId;
+  p.kind = kind;
+  p.name = std::move(name);
+  p.start_ns = ns(r.start);
+  p.end_ns = ns(r.end);
+  p.device = r.deviceId;
+  p.context = r.contextId;
+  p.stream = r.streamId;
+  p.correlation = r.correlationId;
   p.gpu_side = true;
-  p.gpu.device = static_cast<std::int32_t>(k.deviceId);
-  p.gpu.stream = k.streamId;
-  p.gpu.correlation = k.correlationId;
+  p.gpu.device = static_cast<std::int32_t>(r.deviceId);
+  p.gpu.stream = r.streamId;
+  p.gpu.correlation = r.correlationId;
+  return p;
+}
+
+void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
+  Pending p = gpu_work(EventKind::kKernel, demangled(k.name), k);
   p.gpu.grid[0] = k.gridX;
   p.gpu.grid[1] = k.gridY;
   p.gpu.grid[2] = k.gridZ;
@@ -219,49 +225,21 @@ void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
 }
 
 void CuptiRecords::add_memcpy(const CUpti_ActivityMemcpy6& m) {
-  Pending p;
-  p.kind = EventKind::kMemcpy;
-  p.name = memcpy_name(m.copyKind, m.srcKind, m.dstKind);
-  p.start_ns = ns(m.start);
-  p.end_ns = ns(m.end);
-  p.device = m.deviceId;
-  p.context = m.contextId;
-  p.stream = m.streamId;
-  p.correlation = m.correlationId;
-  p.gpu_side = true;
-  p.gpu.device = static_cast<std::int32_t>(m.deviceId);
-  p.gpu.stream = m.streamId;
-  p.gpu.correlation = m.correlationId;
-  p.gpu.bytes = static_cast<std::int64_t>(m.bytes);
-  p.other_args = object_text([&](internal::JsonWriter& w) {
-    w.key("context");
-    w.integer(m.contextId);
-    w.key("memory bandwidth (GB/s)");
-    w.number(gbps(m.bytes, p.end_ns - p.start_ns));
-  });
-  pending_.push_back(std::move(p));
+  add_transfer(gpu_work(EventKind::kMemcpy, memcpy_name(m.copyKind, m.srcKind, m.dstKind), m),
+               m.bytes);
 }
 
 void CuptiRecords::add_memset(const CUpti_ActivityMemset4& m) {
-  Pending p;
-  p.kind = EventKind::kMemset;
-  p.name = memset_name(m.memoryKind);
-  p.start_ns = ns(m.start);
-  p.end_ns = ns(m.end);
-  p.device = m.deviceId;
-  p.context = m.contextId;
-  p.stream = m.streamId;
-  p.correlation = m.correlationId;
-  p.gpu_side = true;
-  p.gpu.device = static_cast<std::int32_t>(m.deviceId);
-  p.gpu.stream = m.streamId;
-  p.gpu.correlation = m.correlationId;
-  p.gpu.bytes = static_cast<std::int64_t>(m.bytes);
+  add_transfer(gpu_work(EventKind::kMemset, memset_name(m.memoryKind), m), m.bytes);
+}
+
+void CuptiRecords::add_transfer(Pending p, std::uint64_t bytes) {
+  p.gpu.bytes = static_cast<std::int64_t>(bytes);
   p.other_args = object_text([&](internal::JsonWriter& w) {
     w.key("context");
-    w.integer(m.contextId);
+    w.integer(p.context);
     w.key("memory bandwidth (GB/s)");
-    w.number(gbps(m.bytes, p.end_ns - p.start_ns));
+    w.number(gbps(bytes, p.end_ns - p.start_ns));
   });
   pending_.push_back(std::move(p));
 }

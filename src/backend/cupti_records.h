@@ -82,6 +82,11 @@ class CuptiRecords {
     MemoryUse memory;        // kMemory
   };
 
+  // What every record of GPU work has (kernels, copies and sets name these fields alike).
+  template <typename Record>
+  static Pending gpu_work(EventKind kind, std::string name, const Record& r);
+  // A copy or set: its bytes and Kineto's args for them, kept.
+  void add_transfer(Pending p, std::uint64_t bytes);
   void add_kernel(const CUpti_ActivityKernel10& k);
   void add_memcpy(const CUpti_ActivityMemcpy6& m);
   void add_memset(const CUpti_ActivityMemset4& m);

@@ -31,17 +31,34 @@ const CUpti_Activity& as_activity(const Record& r) {
   return *reinterpret_cast<const CUpti_Activity*>(&r);
 }
 
+// A runtime call as CUPTI records it, made on kTid.
+CUpti_ActivityAPI runtime_call(CUpti_CallbackId cbid, std::int64_t start, std::int64_t end,
+                               std::uint32_t correlation) {
+  CUpti_ActivityAPI call{};
+  call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  call.cbid = cbid;
+  call.start = static_cast<std::uint64_t>(start);
+  call.end = static_cast<std::uint64_t>(end);
+  call.threadId = kTid;
+  call.correlationId = correlation;
+  return call;
+}
+
+// What CUPTI records when a call is made with kHandle pushed as the external correlation id.
+CUpti_ActivityExternalCorrelation in_range(std::uint32_t correlation) {
+  CUpti_ActivityExternalCorrelation ext{};
+  ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  ext.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+  ext.externalId = kHandle;
+  ext.correlationId = correlation;
+  return ext;
+}
+
 // One launch of each kind CUPTI reports, on stream 7 of device 0, context 1, as a program that
 // launches a kernel, copies, sets, synchronizes and allocates would produce them.
 void add_one_of_each(CuptiRecords& records) {
-  CUpti_ActivityAPI launch{};
-  launch.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  launch.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-  launch.start = kT0 + 1'000;
-  launch.end = kT0 + 4'000;
-  launch.threadId = kTid;
-  launch.correlationId = 11;
-  records.add(as_activity(launch));
+  records.add(as_activity(
+      runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, kT0 + 1'000, kT0 + 4'000, 11)));
 
   CUpti_ActivityKernel10 kernel{};
   kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -61,30 +78,16 @@ void add_one_of_each(CuptiRecords& records) {
   kernel.correlationId = 11;
   records.add(as_activity(kernel));
 
-  CUpti_ActivityExternalCorrelation external{};
-  external.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  external.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-  external.externalId = kHandle;
-  external.correlationId = 11;
-  records.add(as_activity(external));  // after the kernel: CUPTI's buffers keep no order
+  records.add(as_activity(in_range(11)));  // after the kernel: CUPTI's buffers keep no order
 
   // The copy's and the set's launches, in the same range.
   for (const std::uint32_t correlation : {12u, 13u}) {
-    CUpti_ActivityAPI call{};
-    call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-    call.cbid = correlation == 12 ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020
-                                  : CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020;
-    call.start = kT0 + 5'000 + correlation * 100;
-    call.end = call.start + 50;
-    call.threadId = kTid;
-    call.correlationId = correlation;
-    records.add(as_activity(call));
-    CUpti_ActivityExternalCorrelation ext{};
-    ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    ext.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-    ext.externalId = kHandle;
-    ext.correlationId = correlation;
-    records.add(as_activity(ext));
+    const std::int64_t start = kT0 + 5'000 + correlation * 100;
+    records.add(
+        as_activity(runtime_call(correlation == 12 ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020
+                                                   : CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                                 start, start + 50, correlation)));
+    records.add(as_activity(in_range(correlation)));
   }
 
   CUpti_ActivityMemcpy6 copy{};
@@ -123,14 +126,8 @@ void add_one_of_each(CuptiRecords& records) {
   sync.correlationId = 14;
   records.add(as_activity(sync));
 
-  CUpti_ActivityAPI malloc_call{};
-  malloc_call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  malloc_call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020;
-  malloc_call.start = kT0 + 81'000;
-  malloc_call.end = kT0 + 90'000;
-  malloc_call.threadId = kTid;
-  malloc_call.correlationId = 15;
-  records.add(as_activity(malloc_call));
+  records.add(as_activity(
+      runtime_call(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, kT0 + 81'000, kT0 + 90'000, 15)));
 
   CUpti_ActivityMemory4 alloc{};
   alloc.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
