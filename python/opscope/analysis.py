@@ -529,8 +529,9 @@ class TraceAnalysis:
                 self._client.submit(_write_counters, self._traces[i], out, options).result()
 
     def get_operator_table(self, ranks: Optional[List[int]] = None) -> pd.DataFrame:
-        """opscope's CPU operator table (key_averages() with torch's column names, times in us),
-        one row per operator and rank; every rank by default. Not an HTA method."""
+        """opscope's operator table (key_averages() with torch's column names, times in us), one
+        row per operator, runtime call and GPU kernel, copy or set, and rank; every rank by
+        default. CUDA columns: the GPU work launched in each operator. Not an HTA method."""
         return self._report("ops", {}, ranks)["ops"]
 
 

@@ -59,7 +59,10 @@ const Entry kEntries[] = {
       "per rank: each change of a stream's launch queue length (queue_length_time_series) and "
       "of a kind of copy's bandwidth (memory_bw_time_series), over time"},
      counter_series_report},
-    {{"ops", "key_averages().table()", "the CPU operator table, per rank"}, one<operator_report>},
+    {{"ops", "key_averages().table()",
+      "the operator table, per rank: operators and runtime calls (CPU time), GPU work (CUDA "
+      "time), an operator's CUDA time being the work launched in it"},
+     one<operator_report>},
 };
 
 }  // namespace

@@ -365,20 +365,27 @@ Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ra
                        const ReportOptions& options) {
   Report r;
   r.name = "ops";
-  r.columns = {"rank",          "Name",           "Self CPU %",
-               "Self CPU (us)", "CPU total (us)", "CPU time avg (us)",
+  r.columns = {"rank",
+               "Name",
+               "Self CPU %",
+               "Self CPU (us)",
+               "CPU total (us)",
+               "CPU time avg (us)",
+               "Self CUDA (us)",
+               "CUDA total (us)",
+               "CUDA time avg (us)",
                "# of Calls"};
+  const auto us = [](double ns) { return ns / 1000.0; };
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const std::int64_t rank =
         rank_of(*ranks[i], options.first_position + static_cast<std::int64_t>(i));
     const KeyAverages avg = key_averages(*ranks[i]);
     for (const FunctionEventAvg& row : avg.rows()) {
       r.rows.push_back({rank, row.key, row.self_cpu_percent_total,
-                        static_cast<double>(row.self_cpu_time_total_ns) / 1000.0,
-                        static_cast<double>(row.cpu_time_total_ns) / 1000.0,
-                        row.count > 0 ? static_cast<double>(row.cpu_time_total_ns) / 1000.0 /
-                                            static_cast<double>(row.count)
-                                      : 0.0,
+                        us(static_cast<double>(row.self_cpu_time_total_ns)),
+                        us(static_cast<double>(row.cpu_time_total_ns)), us(row.cpu_time_avg_ns()),
+                        us(static_cast<double>(row.self_cuda_time_total_ns)),
+                        us(static_cast<double>(row.cuda_time_total_ns)), us(row.cuda_time_avg_ns()),
                         row.count});
     }
   }
