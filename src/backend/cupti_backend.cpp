@@ -4,10 +4,12 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <utility>
 
+#include "backend/cuda_devices.h"
 #include "clock/clock.h"
 #include "opscope/error.h"
 #include "opscope/internal/clock.h"
@@ -57,6 +59,18 @@ std::int64_t realtime_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// This program's name (/proc/self/comm), which Kineto gives each device's process.
+std::string program_name() {
+  char name[64] = {};
+  if (FILE* f = std::fopen("/proc/self/comm", "r")) {
+    if (std::fgets(name, sizeof name, f) == nullptr) name[0] = '\0';
+    std::fclose(f);
+  }
+  std::string out(name);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
 }
 
 template <typename F>
@@ -194,6 +208,13 @@ void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickCo
   std::lock_guard<std::mutex> lock(mutex_);
   const clock::ClockOffset offset = clock::measure_offset(conv, realtime_ns);
   records_.context().offset_ns = offset.offset_ns;
+  // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per SM.
+  const std::vector<DeviceProperties> devices = query_cuda_devices();
+  for (const DeviceProperties& d : devices) {
+    records_.context().sm_count[static_cast<std::uint32_t>(d.id)] = d.num_sms;
+  }
+  if (!devices.empty()) builder.set_device_properties(device_properties_json(devices));
+  records_.context().process_name = program_name();
   records_.emit(builder);
   builder.add_metadata(
       "opscope_gpu_clock",
