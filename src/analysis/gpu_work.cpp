@@ -84,7 +84,12 @@ StepCut step_cut(const ProfilerResult& r) {
 
 }  // namespace
 
-std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last) {
+namespace {
+
+// The indices HTA's trace filter keeps (see analyzed_events), of every event or, with
+// `gpu_only`, of the GPU work alone: one walk decides both, so neither list is derived from the
+// other.
+std::vector<std::int32_t> kept_events(const ProfilerResult& r, bool drop_last, bool gpu_only) {
   std::vector<std::int32_t> out;
   const std::vector<Event>& events = r.events();
   StepCut cut;
@@ -94,8 +99,10 @@ std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_las
   }
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
+    const bool gpu = stream_of(r, e) >= 0;
+    if (gpu_only && !gpu) continue;
     if (drop_last) {
-      if (stream_of(r, e) < 0) {
+      if (!gpu) {
         if (e.start_ns >= cut.last_step) continue;
       } else if (!std::binary_search(cut.launched.begin(), cut.launched.end(),
                                      correlation_of(r, e))) {
@@ -107,12 +114,14 @@ std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_las
   return out;
 }
 
+}  // namespace
+
+std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last) {
+  return kept_events(r, drop_last, /*gpu_only=*/false);
+}
+
 std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop_last) {
-  std::vector<std::int32_t> out = analyzed_events(r, drop_last);
-  std::erase_if(out, [&](std::int32_t i) {
-    return stream_of(r, r.events()[static_cast<std::size_t>(i)]) < 0;
-  });
-  return out;
+  return kept_events(r, drop_last, /*gpu_only=*/true);
 }
 
 std::vector<Interval> merged(std::vector<Interval> v) {
