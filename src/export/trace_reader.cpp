@@ -52,6 +52,19 @@ namespace od = simdjson::ondemand;
 // Microseconds written as a JSON number (or a string holding one; the text without the
 // whitespace around it) to integer nanoseconds,
 // exactly: digits before the point are microseconds, up to three after it nanoseconds.
+// The decimal digits from p on (p left at the first other character) into v; false when they
+// do not fit 64 bits. By hand: every event has several numbers, and from_chars was a tenth of
+// the reader's instructions.
+bool read_digits(const char*& p, const char* end, std::uint64_t& v) {
+  for (; p != end; ++p) {
+    const auto d = static_cast<unsigned>(*p - '0');
+    if (d >= 10) return true;
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  return true;
+}
+
 bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
   if (!t.empty() && t.front() == '"') t = t.substr(1, t.size() >= 2 ? t.size() - 2 : 0);
   const char* p = t.data();
@@ -62,12 +75,10 @@ bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
   // from_chars plus a search for ".eE" cost more than the rest of the number's reading.
   std::uint64_t us = 0;
   const char* const digits = p;
-  while (p != end && static_cast<unsigned>(*p - '0') < 10) {
-    us = us * 10 + static_cast<unsigned>(*p - '0');
-    ++p;
+  // Past 64 bits, or past what an int64 of nanoseconds holds.
+  if (!read_digits(p, end, us) || us > static_cast<std::uint64_t>(INT64_MAX / 1000 - 1)) {
+    return false;
   }
-  // Past what an int64 of nanoseconds holds (and, over 19 digits, what the loop summed).
-  if (p - digits > 19 || us > static_cast<std::uint64_t>(INT64_MAX / 1000 - 1)) return false;
   if (p != end && *p != '.') {
     if (*p != 'e' && *p != 'E') return false;
     // An exponent: rare; a double is as good as the text then.
@@ -474,20 +485,13 @@ class Reader {
     if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
       raw = raw.substr(1, raw.size() - 2);
     }
-    // By hand: every event has several ids, and every arg is tried as one (from_chars was a
-    // tenth of the reader's instructions).
     const char* p = raw.data();
     const char* const end = p + raw.size();
     const bool negative = p != end && *p == '-';
     if (negative) ++p;
     if (p == end) return false;
     std::uint64_t v = 0;
-    for (; p != end; ++p) {
-      const auto d = static_cast<unsigned>(*p - '0');
-      if (d >= 10) return false;
-      if (v > (UINT64_MAX - d) / 10) return false;  // more than 64 bits
-      v = v * 10 + d;
-    }
+    if (!read_digits(p, end, v) || p != end) return false;
     if (negative) {
       if (v > std::uint64_t{1} << 63) return false;
       out = static_cast<std::int64_t>(~v + 1);
@@ -743,11 +747,6 @@ class Reader {
       builder_.add_flow(flow_categories_[f->category], f->id, {f->thread, f->ts},
                         {f->end_thread, f->end_ts});
     }
-    // The builder has them now: freed before finish() sorts, which is when memory peaks (a
-    // 2 GB trace's pending flows are ~150 MB).
-    flows.clear();
-    flows.shrink_to_fit();
-    decltype(flows_)().swap(flows_);
     std::int64_t first = std::numeric_limits<std::int64_t>::max();
     std::int64_t last = std::numeric_limits<std::int64_t>::min();
     builder_.apply_links([&](Event& e) {

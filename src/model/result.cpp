@@ -311,7 +311,7 @@ void ProfilerResult::Builder::resolve_flows() {
   for (const PendingFlow& f : flows_) {
     result_->flows_.push_back({f.category, f.id, holder(f.from), holder(f.to)});
   }
-  std::vector<PendingFlow>().swap(flows_);  // resolved: the pending list freed now, not later
+  flows_.clear();
 }
 
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
