@@ -25,7 +25,7 @@ F symbol(void* lib, const char* name) {
 }
 
 // "CUDA_ERROR_NO_DEVICE (100)": the driver's name for the code, else the name of the codes a
-// probe meets (the toolkit's stub names none), else the number alone.
+// probe meets (the toolkit's link-time libcuda in lib64/stubs names none), else the number.
 std::string cu_error(void* driver, int code) {
   const char* name = nullptr;
   if (auto get_name = symbol<CuGetErrorName>(driver, "cuGetErrorName");
@@ -85,7 +85,8 @@ CudaProbe probe_cuda(const CudaLibraries& libs) {
     return p;
   }
   if (const int rc = init(0); rc != 0) {
-    // Without a GPU: CUDA_ERROR_NO_DEVICE; the toolkit's stub library: CUDA_ERROR_STUB_LIBRARY.
+    // Without a GPU: CUDA_ERROR_NO_DEVICE; the toolkit's link-time libcuda (lib64/stubs), which
+    // is no driver: CUDA_ERROR_STUB_LIBRARY.
     p.reason = "the CUDA driver (" + libs.driver + ") did not initialize: cuInit returned " +
                cu_error(driver, rc);
     return p;

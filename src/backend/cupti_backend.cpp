@@ -1,10 +1,8 @@
 #include "backend/cupti_backend.h"
 
 #include <dlfcn.h>
-#include <time.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -13,6 +11,7 @@
 #include "clock/clock.h"
 #include "opscope/error.h"
 #include "opscope/internal/clock.h"
+#include "util/program_name.h"
 
 namespace opscope::backend {
 namespace {
@@ -53,24 +52,6 @@ void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream, std::
   } else {
     ::operator delete (buffer, std::align_val_t{kAlignment});  // a window that is gone
   }
-}
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-// This program's name (/proc/self/comm), which Kineto gives each device's process.
-std::string program_name() {
-  char name[64] = {};
-  if (FILE* f = std::fopen("/proc/self/comm", "r")) {
-    if (std::fgets(name, sizeof name, f) == nullptr) name[0] = '\0';
-    std::fclose(f);
-  }
-  std::string out(name);
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
 }
 
 template <typename F>
@@ -206,7 +187,7 @@ void CuptiBackend::stop() {
 
 void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const clock::ClockOffset offset = clock::measure_offset(conv, realtime_ns);
+  const clock::ClockOffset offset = clock::measure_offset(conv, clock::wall_now_ns);
   records_.context().offset_ns = offset.offset_ns;
   // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per SM.
   const std::vector<DeviceProperties> devices = query_cuda_devices();
@@ -214,7 +195,7 @@ void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickCo
     records_.context().sm_count[static_cast<std::uint32_t>(d.id)] = d.num_sms;
   }
   if (!devices.empty()) builder.set_device_properties(device_properties_json(devices));
-  records_.context().process_name = program_name();
+  records_.context().process_name = util::program_name();
   records_.emit(builder);
   builder.add_metadata(
       "opscope_gpu_clock",

@@ -358,28 +358,30 @@ void CuptiRecords::emit(ProfilerResult::Builder& builder) {
     e.start_ns = p.start_ns + context_.offset_ns;
     e.end_ns = std::max(p.end_ns, p.start_ns) + context_.offset_ns;
     if (!p.category.empty()) e.category = builder.category(p.category);
-    EventDetail d;
-    d.gpu = p.gpu;
+    // The call this record belongs to (same correlation), and the range it ran in.
+    const auto call = call_of.find(p.correlation);
     const auto external = external_id_.find(p.correlation);
-    if (p.correlation != 0 && external != external_id_.end()) {
-      d.gpu.external_id = static_cast<std::int64_t>(external->second);
-    }
+    EventDetail d;
     if (p.kind == EventKind::kMemory) {
-      const auto call = call_of.find(p.correlation);
+      // An allocation: on the thread of the call that made it.
       e.thread = thread_of_call(call != call_of.end() ? call->second->thread_id : 0);
-      d = EventDetail();
       d.memory = p.memory;
-    } else if (p.gpu_side) {
-      e.thread = thread_of_stream(p.device, p.stream);
-      const auto call = call_of.find(p.correlation);
-      if (p.kind != EventKind::kOther && call != call_of.end()) {
-        builder.add_flow(
-            "ac2g", p.correlation,
-            {thread_of_call(call->second->thread_id), call->second->start_ns + context_.offset_ns},
-            {e.thread, e.start_ns});
-      }
     } else {
-      e.thread = thread_of_call(p.thread_id);
+      d.gpu = p.gpu;
+      if (external != external_id_.end()) {
+        d.gpu.external_id = static_cast<std::int64_t>(external->second);
+      }
+      if (!p.gpu_side) {
+        e.thread = thread_of_call(p.thread_id);
+      } else {
+        e.thread = thread_of_stream(p.device, p.stream);
+        if (p.kind != EventKind::kOther && call != call_of.end()) {
+          builder.add_flow("ac2g", p.correlation,
+                           {thread_of_call(call->second->thread_id),
+                            call->second->start_ns + context_.offset_ns},
+                           {e.thread, e.start_ns});
+        }
+      }
     }
     if (!p.other_args.empty()) d.other_args = builder.keep_text(p.other_args);
     e.detail = builder.add_detail(std::move(d));

@@ -22,6 +22,7 @@
 #include "export/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
+#include "util/program_name.h"
 
 namespace opscope::internal {
 namespace {
@@ -132,14 +133,7 @@ std::string program_name(std::int64_t pid) {
   // /proc/self/comm names this process; a result from elsewhere (an import) keeps a neutral
   // name rather than borrowing ours.
   if (pid != ::getpid()) return "opscope";
-  std::string name;
-  if (std::FILE* f = std::fopen("/proc/self/comm", "r")) {
-    char buf[64];
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    std::fclose(f);
-    name.assign(buf, n);
-    while (!name.empty() && (name.back() == '\n' || name.back() == '\0')) name.pop_back();
-  }
+  const std::string name = util::program_name();
   return name.empty() ? "opscope" : name;
 }
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <thread>
 
 #include "opscope/internal/clock.h"
@@ -60,12 +59,10 @@ TEST(Clock, ReportsWhichCounterItUses) {
 }  // namespace opscope
 
 namespace {
-std::int64_t realtime_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+// CUPTI's clock on Linux: CLOCK_REALTIME, which system_clock reads (clock::wall_now_ns).
+std::int64_t realtime_ahead_ns() {  // 250 ms ahead
+  return opscope::clock::wall_now_ns() + 250'000'000;
 }
-std::int64_t realtime_ahead_ns() { return realtime_ns() + 250'000'000; }  // 250 ms ahead
 }  // namespace
 
 // CUPTI's times are CLOCK_REALTIME: the offset that puts them on the ranges' clock is about
@@ -74,7 +71,7 @@ std::int64_t realtime_ahead_ns() { return realtime_ns() + 250'000'000; }  // 250
 // read, well under a microsecond on any machine that is not swapping.
 TEST(Clock, OffsetOfAnotherClockIsMeasuredWithItsError) {
   const auto conv = opscope::clock::TickConverter::calibrate(opscope::clock::process_anchor());
-  const auto same = opscope::clock::measure_offset(conv, realtime_ns);
+  const auto same = opscope::clock::measure_offset(conv, opscope::clock::wall_now_ns);
   EXPECT_GE(same.error_ns, 0);
   EXPECT_LT(same.error_ns, 50'000);
   EXPECT_LT(std::abs(same.offset_ns), 2'000'000);  // conv's calibration, not the reading
