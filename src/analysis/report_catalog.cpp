@@ -61,7 +61,8 @@ const Entry kEntries[] = {
      counter_series_report},
     {{"ops", "key_averages().table()",
       "the operator table, per rank: operators and runtime calls (CPU time), GPU work (CUDA "
-      "time), an operator's CUDA time being the work launched in it"},
+      "time), an operator's CUDA time being the work launched in it, and the bytes of the "
+      "trace's [memory] events in it (CPU and CUDA, with its children's and without)"},
      one<operator_report>},
 };
 

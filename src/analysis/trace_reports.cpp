@@ -374,6 +374,10 @@ Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ra
                "Self CUDA (us)",
                "CUDA total (us)",
                "CUDA time avg (us)",
+               "CPU Mem (B)",
+               "Self CPU Mem (B)",
+               "CUDA Mem (B)",
+               "Self CUDA Mem (B)",
                "# of Calls"};
   const auto us = [](double ns) { return ns / 1000.0; };
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -386,7 +390,8 @@ Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ra
                         us(static_cast<double>(row.cpu_time_total_ns)), us(row.cpu_time_avg_ns()),
                         us(static_cast<double>(row.self_cuda_time_total_ns)),
                         us(static_cast<double>(row.cuda_time_total_ns)), us(row.cuda_time_avg_ns()),
-                        row.count});
+                        row.cpu_memory_usage, row.self_cpu_memory_usage, row.cuda_memory_usage,
+                        row.self_cuda_memory_usage, row.count});
     }
   }
   return r;

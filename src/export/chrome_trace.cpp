@@ -431,6 +431,10 @@ void write_memory_args(JsonWriter& w, const MemoryUse& m) {
   w.integer(m.total_allocated);
   w.key("Total Reserved");
   w.integer(m.total_reserved);
+  if (m.action == MemoryAction::kVersion) {  // opscope's: an in-place write, not an allocation
+    w.key("opscope action");
+    w.string("version");
+  }
   w.end_object();
   w.end_object();
 }

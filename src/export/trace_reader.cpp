@@ -542,15 +542,8 @@ class Reader {
     for (auto f : o) {
       // The key as it is written (escapes and all): the args are parsed in place, so its text
       // runs from just after its opening quote to the last quote before the value.
-      simdjson::ondemand::raw_json_string raw_key;
-      check(f.key().get(raw_key), "an args key");
-      od::value v;
-      check(f.value().get(v), "an args value");
-      const std::string_view value_raw = raw_of(v, "an args value");
-      const char* key_end = value_raw.data();
-      while (key_end > raw_key.raw() && *--key_end != '"') {
-      }
-      const std::string_view key(raw_key.raw(), static_cast<std::size_t>(key_end - raw_key.raw()));
+      std::string_view key, value_raw;
+      read_arg(f, key, value_raw);
       std::int64_t n = 0;
       const bool is_int = int_of(value_raw, n);
       bool kept = true;
@@ -593,18 +586,43 @@ class Reader {
         kept = false;
       }
       if (kept) continue;
-      other += other.empty() ? "{" : ",";
-      other += '"';
-      other += key;  // already escaped as JSON
-      other += "\":";
-      other += value_raw;
+      add_other_arg(other, key, value_raw);
     }
     if (!other.empty()) {
-      other += "}";
-      d.other_args = builder_.keep_text(other);
+      d.other_args = keep_other_args(other);
       any = true;
     }
     return any;
+  }
+
+  // One field of an args object: its key as it is written (escapes and all: the args are
+  // parsed in place, so the key's text runs from just after its opening quote to the last
+  // quote before the value) and its value's JSON text.
+  // An arg no field holds, appended to the object text `other` is building (key already
+  // escaped as JSON, as it was written); keep_other_args closes the object and keeps it.
+  static void add_other_arg(std::string& other, std::string_view key, std::string_view value) {
+    other += other.empty() ? "{" : ",";
+    other += '"';
+    other += key;
+    other += "\":";
+    other += value;
+  }
+  std::string_view keep_other_args(std::string& other) {
+    other += "}";
+    return builder_.keep_text(other);
+  }
+
+  template <typename Field>  // od::field, or the simdjson_result of one an iteration gives
+  void read_arg(Field& f, std::string_view& key, std::string_view& value_raw) {
+    simdjson::ondemand::raw_json_string raw_key;
+    check(f.key().get(raw_key), "an args key");
+    od::value v;
+    check(f.value().get(v), "an args value");
+    value_raw = raw_of(v, "an args value");
+    const char* key_end = value_raw.data();
+    while (key_end > raw_key.raw() && *--key_end != '"') {
+    }
+    key = std::string_view(raw_key.raw(), static_cast<std::size_t>(key_end - raw_key.raw()));
   }
 
   // A complete event; `e` holds what its args set (read_args), `d` the rest of them when
@@ -643,8 +661,67 @@ class Reader {
     e.thread = thread_index(pid, tid);
     if (cat != "cpu_instant_event") e.category = builder_.category(cat);
     EventDetail d;
-    if (read_args(args, e, d, true)) e.detail = builder_.add_detail(std::move(d));
+    if (name == "[memory]" && cat == "cpu_instant_event" && read_memory_args(args, d)) {
+      e.kind = EventKind::kMemory;
+      e.category = 0;
+      memory_events_ = true;
+      e.detail = builder_.add_detail(std::move(d));
+    } else if (read_args(args, e, d, true)) {
+      e.detail = builder_.add_detail(std::move(d));
+    }
     builder_.add_event(e);
+  }
+
+  // An allocation report as Kineto writes it (and opscope: chrome_trace.cpp): "Device Type"
+  // (c10's: CPU 0, CUDA 1, MKLDNN 2, IDEEP 5, HIP 6), "Device Id", "Addr", "Bytes" (negative
+  // on free), "Total Allocated", "Total Reserved"; opscope's "opscope action": "version" marks
+  // an in-place write. Other args are kept. False (and `d` untouched) when "Bytes" is missing
+  // or the device is none of those: the event stays an instant with all its args.
+  bool read_memory_args(std::string_view raw, EventDetail& d) {
+    if (raw.empty()) return false;
+    od::document doc;
+    check(iterate_within(args_parser_, raw).get(doc), "\"args\" of a [memory] event");
+    od::object o;
+    if (doc.get_object().get(o) != simdjson::SUCCESS) return false;
+    MemoryUse m;
+    bool has_bytes = false, device_known = true, version = false;
+    std::string other;
+    for (auto f : o) {
+      std::string_view key, value_raw;
+      read_arg(f, key, value_raw);
+      std::int64_t n = 0;
+      const bool is_int = int_of(value_raw, n);
+      if (key == "Device Type" && is_int) {
+        if (n == 0 || n == 2 || n == 5) {
+          m.device.type = DeviceType::kCPU;
+        } else if (n == 1 || n == 6) {
+          m.device.type = DeviceType::kCUDA;
+        } else {
+          device_known = false;
+        }
+      } else if (key == "Device Id" && is_int && n >= -1 && n <= 127) {
+        m.device.index = static_cast<std::int8_t>(n);
+      } else if (key == "Addr" && is_int) {
+        m.address = static_cast<std::uint64_t>(n);
+      } else if (key == "Bytes" && is_int) {
+        m.bytes = n;
+        has_bytes = true;
+      } else if (key == "Total Allocated" && is_int) {
+        m.total_allocated = n;
+      } else if (key == "Total Reserved" && is_int) {
+        m.total_reserved = n;
+      } else if (key == "opscope action" && value_raw == "\"version\"") {
+        version = true;
+      } else {
+        add_other_arg(other, key, value_raw);
+      }
+    }
+    if (!has_bytes || !device_known) return false;
+    m.action = version ? MemoryAction::kVersion
+                       : (m.bytes < 0 ? MemoryAction::kFree : MemoryAction::kAllocate);
+    d.memory = m;
+    if (!other.empty()) d.other_args = keep_other_args(other);
+    return true;
   }
 
   void read_metadata_event(std::string_view what, std::int64_t pid, const Id& tid,
@@ -755,6 +832,7 @@ class Reader {
     });
     if (first > last) first = last = 0;
     builder_.set_window(first, last);
+    if (memory_events_) builder_.set_lenses({.profile_memory = true});
     for (auto& [k, v] : metadata_) builder_.add_metadata(std::move(k), std::move(v));
     if (skipped_ > 0) {
       warn("read_trace " + path_ + ": left out " + std::to_string(skipped_) +
@@ -796,7 +874,8 @@ class Reader {
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;
   std::string device_properties_;
-  std::uint64_t skipped_ = 0;  // events of a phase the model does not hold
+  std::uint64_t skipped_ = 0;   // events of a phase the model does not hold
+  bool memory_events_ = false;  // some "[memory]" event was read: the memory lens is on
 };
 
 // The events array of a Chrome trace cut out of its text as the text comes, in pieces that end

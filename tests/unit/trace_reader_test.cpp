@@ -14,6 +14,10 @@
 #include "export/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
+#include "opscope/key_averages.h"
+#include "opscope/memory.h"
+#include "opscope/profiler.h"
+#include "opscope/record_function.h"
 #include "support/test_support.h"
 
 namespace opscope {
@@ -185,6 +189,107 @@ TEST(TraceReader, KeepsNanosecondsAndTakesIdsAsStringsOrIntegers) {
   EXPECT_EQ(main.tid, 11u);
   EXPECT_EQ(r->pid_of(main), 10);
   EXPECT_EQ(r->pid(), 10);
+}
+
+// Kineto's "[memory]" instants (profile_memory) are allocation reports again: on the CPU or a
+// CUDA device (HIP's counted as CUDA, as torch counts them), owned by the op open on their
+// thread, in the memory columns; an unknown device type, or no "Bytes", leaves an instant.
+TEST(TraceReader, MemoryInstantsAreAllocationReports) {
+  const std::string path = write_file("memory.json", R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 100, "dur": 10,
+     "args": {"External id": 5}},
+    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 102,
+     "args": {"Device Type": 0, "Device Id": -1, "Addr": 4096, "Bytes": 512, "Total Allocated": 512, "Total Reserved": 1024}},
+    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 104,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 8192, "Bytes": 2048, "Total Allocated": 2048, "Total Reserved": 4096, "Extra": "kept"}},
+    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 120,
+     "args": {"Device Type": 6, "Device Id": 1, "Addr": 8192, "Bytes": -2048, "Total Allocated": 0, "Total Reserved": 4096}},
+    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 121,
+     "args": {"Device Type": 12, "Bytes": 64}},
+    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 122,
+     "args": {"Device Type": 0}}
+  ]})json");
+  const auto r = read_trace(path);
+  EXPECT_TRUE(r->lenses().profile_memory);
+  std::vector<const Event*> memory, instants;
+  for (const Event& e : r->events()) {
+    if (e.kind == EventKind::kMemory) memory.push_back(&e);
+    if (e.kind == EventKind::kInstant) instants.push_back(&e);
+  }
+  ASSERT_EQ(memory.size(), 3u);
+  ASSERT_EQ(instants.size(), 2u);  // device type 12 (not CPU, CUDA or HIP), and no "Bytes"
+  EXPECT_NE(r->detail(*instants[0])->other_args.find("\"Device Type\":12"), std::string::npos);
+  const MemoryUse& cpu = r->detail(*memory[0])->memory;
+  EXPECT_EQ(cpu.device.type, DeviceType::kCPU);
+  EXPECT_EQ(cpu.address, 4096u);
+  EXPECT_EQ(cpu.bytes, 512);
+  EXPECT_EQ(cpu.total_allocated, 512);
+  EXPECT_EQ(cpu.total_reserved, 1024);
+  EXPECT_EQ(cpu.action, MemoryAction::kAllocate);
+  const EventDetail& cuda = *r->detail(*memory[1]);
+  EXPECT_EQ(cuda.memory.device, (Device{DeviceType::kCUDA, 0}));
+  EXPECT_EQ(cuda.other_args, R"({"Extra":"kept"})");
+  const MemoryUse& hip = r->detail(*memory[2])->memory;
+  EXPECT_EQ(hip.device, (Device{DeviceType::kCUDA, 1}));
+  EXPECT_EQ(hip.action, MemoryAction::kFree);
+  ASSERT_GE(memory[0]->parent, 0);
+  EXPECT_EQ(r->events()[static_cast<std::size_t>(memory[0]->parent)].name, "aten::empty");
+  EXPECT_LT(memory[2]->parent, 0);  // after aten::empty ended
+
+  const KeyAverages k = key_averages(*r);
+  std::map<std::string, const FunctionEventAvg*> row;
+  for (const FunctionEventAvg& a : k.rows()) row[a.key] = &a;
+  ASSERT_TRUE(row.count("aten::empty") && row.count("[memory]"));
+  EXPECT_EQ(row["aten::empty"]->self_cpu_memory_usage, 512);
+  EXPECT_EQ(row["aten::empty"]->self_cuda_memory_usage, 2048);
+  EXPECT_EQ(row["[memory]"]->cuda_memory_usage, -2048);
+  EXPECT_NE(k.table().find("Self CUDA Mem"), std::string::npos);
+}
+
+// What opscope records of memory survives its own trace: devices, addresses, totals, in-place
+// writes (an arg of opscope's own, which Kineto's readers ignore), and the tables made of them.
+TEST(TraceReader, RecordedMemoryRoundTrips) {
+  static char block[4];
+  Profiler p({.lenses = {.profile_memory = true}});
+  p.start();
+  {
+    OPSCOPE_RECORD_FUNCTION("step");
+    report_memory_usage(block, 100, 100, 100);
+    report_memory_version(block, 100);
+    report_memory_usage(block + 1, 4096, 4096, 8192, {DeviceType::kCUDA, 0});
+  }
+  report_memory_usage(block, -100, 0, 100);
+  p.stop();
+  const std::string path = scratch("memory_roundtrip.json").string();
+  p.export_chrome_trace(path);
+  const auto back = read_trace(path);
+  std::vector<MemoryUse> want, got;
+  for (const Event& e : p.events()) {
+    if (e.kind == EventKind::kMemory) want.push_back(p.result().detail(e)->memory);
+  }
+  for (const Event& e : back->events()) {
+    if (e.kind == EventKind::kMemory) got.push_back(back->detail(e)->memory);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(want.size(), 4u);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].address, want[i].address);
+    EXPECT_EQ(got[i].bytes, want[i].bytes);
+    EXPECT_EQ(got[i].total_allocated, want[i].total_allocated);
+    EXPECT_EQ(got[i].total_reserved, want[i].total_reserved);
+    EXPECT_EQ(got[i].device, want[i].device);
+    EXPECT_EQ(got[i].action, want[i].action);
+  }
+  const auto rows = [](const KeyAverages& k) {
+    std::map<std::string, std::vector<std::int64_t>> out;
+    for (const FunctionEventAvg& a : k.rows()) {
+      out[a.key] = {a.count, a.cpu_memory_usage, a.self_cpu_memory_usage, a.cuda_memory_usage,
+                    a.self_cuda_memory_usage};
+    }
+    return out;
+  };
+  EXPECT_EQ(rows(key_averages(*back)), rows(p.key_averages()));
 }
 
 // A file that is not a trace is refused with the file, the byte offset and what was expected;
