@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opscope/result.h"
@@ -25,8 +26,12 @@ struct FunctionEventAvg {
   std::int64_t count = 0;
   std::int64_t cpu_time_total_ns = 0;       // sum of durations
   std::int64_t self_cpu_time_total_ns = 0;  // sum of self times
-  std::int64_t cpu_memory_usage = 0;        // bytes (profile_memory lens)
+  // Bytes of allocation reports (profile_memory lens) inside the events, children included or
+  // not (self), on the CPU and on CUDA devices, as torch 1.13 splits them.
+  std::int64_t cpu_memory_usage = 0;
   std::int64_t self_cpu_memory_usage = 0;
+  std::int64_t cuda_memory_usage = 0;
+  std::int64_t self_cuda_memory_usage = 0;
   std::int64_t flops = 0;  // with_flops lens
   // GPU time (kernels, copies, sets), as torch 1.13 counts it with Kineto: an operator's is the
   // GPU work launched inside it ("External id" = its handle), its children's included
@@ -55,6 +60,8 @@ struct FunctionEventAvg {
     self_cpu_time_total_ns += other.self_cpu_time_total_ns;
     cpu_memory_usage += other.cpu_memory_usage;
     self_cpu_memory_usage += other.self_cpu_memory_usage;
+    cuda_memory_usage += other.cuda_memory_usage;
+    self_cuda_memory_usage += other.self_cuda_memory_usage;
     flops += other.flops;
     cuda_time_total_ns += other.cuda_time_total_ns;
     self_cuda_time_total_ns += other.self_cuda_time_total_ns;
@@ -109,7 +116,9 @@ class KeyAverages {
 
 // Groups the result's events by name (and by input shapes and the innermost
 // `group_by_stack_n` stack frames when asked), in order of first appearance. The steps'
-// "ProfilerStep#N" ranges share the key "ProfilerStep*", as in PyTorch.
+// "ProfilerStep#N" ranges share the key "ProfilerStep*", as in PyTorch. Rows are made of
+// ranges, runtime and driver calls, GPU work, and (with the memory lens) the allocation
+// reports made outside any range, which share the row "[memory]" as in torch 1.13.
 KeyAverages key_averages(const ProfilerResult& result, bool group_by_input_shape = false,
                          int group_by_stack_n = 0);
 // The same over some of the events: those whose index into result.events() is listed.
@@ -121,10 +130,15 @@ KeyAverages key_averages(const ProfilerResult& result, std::span<const std::int3
 std::string_view row_name(std::string_view name);
 
 // Bytes of allocation reports inside each event (indexed like result.events()), its children's
-// included (`total`) and made directly in it (`self`); empty without the memory lens.
+// included (`total`) and made directly in it (`self`), on the CPU and on CUDA devices; an
+// allocation report's own bytes are both its total and its self. Empty without the memory lens.
 struct EventMemory {
-  std::vector<std::int64_t> total;
-  std::vector<std::int64_t> self;
+  struct Bytes {
+    std::vector<std::int64_t> total;
+    std::vector<std::int64_t> self;
+  };
+  Bytes cpu;
+  Bytes cuda;
 };
 EventMemory event_memory(const ProfilerResult& result);
 
@@ -137,6 +151,17 @@ struct EventCuda {
   std::vector<std::int64_t> self;
 };
 EventCuda event_cuda(const ProfilerResult& result);
+
+// Which GPU events make up each range's CUDA time in event_cuda(): the kernels, copies and sets
+// whose "External id" is the range's handle; or, in a result without any (`spans`), the
+// range's span from CUDA-event timing (ExperimentalConfig::cuda_event_timing), a
+// kGpuAnnotation. Each link is (range index, GPU event index) into result.events(), in the
+// order of the GPU events.
+struct GpuAttribution {
+  bool spans = false;
+  std::vector<std::pair<std::int32_t, std::int32_t>> links;
+};
+GpuAttribution gpu_attribution(const ProfilerResult& result);
 
 // The table's time format: "8.840ms", "346.000us", "1.200s". Exposed for tools and tests.
 std::string format_time_us(double time_us);

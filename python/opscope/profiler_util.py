@@ -12,17 +12,21 @@ window's immutable result; tables are rendered by the same C++ code as
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 from typing import Any, Iterable, List, Optional
 
 from . import _C
 
-__all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "DeviceType", "Interval"]
+__all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "DeviceType", "Interval", "Kernel"]
 
 FunctionEvent = _C.FunctionEvent
 FunctionEventAvg = _C.FunctionEventAvg
 DeviceType = _C.DeviceType
 
 _STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
+
+# One GPU event of FunctionEvent.kernels, as torch's: its name, device and duration in us.
+Kernel = namedtuple("Kernel", ["name", "device", "duration"])
 
 
 class Interval:

@@ -29,10 +29,11 @@ std::vector<std::string> ResultView::stack(const Event& event) {
   return analysis::stack_text(*result_, event, *symbolizer_);
 }
 
-std::int64_t ResultView::memory(std::size_t index, bool self) {
+std::int64_t ResultView::memory(std::size_t index, bool self, DeviceType device) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!memory_) memory_ = event_memory(*result_);
-  const std::vector<std::int64_t>& bytes = self ? memory_->self : memory_->total;
+  const EventMemory::Bytes& on = device == DeviceType::kCUDA ? memory_->cuda : memory_->cpu;
+  const std::vector<std::int64_t>& bytes = self ? on.self : on.total;
   return index < bytes.size() ? bytes[index] : 0;
 }
 
@@ -41,6 +42,19 @@ std::int64_t ResultView::cuda(std::size_t index, bool self) {
   if (!cuda_) cuda_ = event_cuda(*result_);
   const std::vector<std::int64_t>& ns = self ? cuda_->self : cuda_->total;
   return index < ns.size() ? ns[index] : 0;
+}
+
+std::vector<std::int32_t> ResultView::gpu_events_of(std::size_t index, bool* spans) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!gpu_events_) {
+    const GpuAttribution a = gpu_attribution(*result_);
+    gpu_events_.emplace();
+    for (const auto& [op, gpu] : a.links) (*gpu_events_)[op].push_back(gpu);
+    gpu_spans_ = a.spans;
+  }
+  *spans = gpu_spans_;
+  const auto it = gpu_events_->find(static_cast<std::int32_t>(index));
+  return it != gpu_events_->end() ? it->second : std::vector<std::int32_t>{};
 }
 
 std::vector<FunctionEventAvg> ResultView::rows(std::span<const std::int32_t> events) {
@@ -64,17 +78,10 @@ struct FunctionEvent {
 
   const Event& event() const { return view->result().events()[static_cast<std::size_t>(index)]; }
   const EventDetail* detail() const { return view->result().detail(event()); }
-  // Bytes this event accounts for, as torch's FunctionEvent: a range's reports (children
-  // included, or not), a "[memory]" event's own bytes.
-  std::int64_t cpu_memory(bool self) const {
-    if (event().kind == EventKind::kMemory) {
-      const EventDetail* d = detail();
-      return d != nullptr && d->memory.device.type == DeviceType::kCPU &&
-                     d->memory.action != MemoryAction::kVersion
-                 ? d->memory.bytes
-                 : 0;
-    }
-    return view->memory(static_cast<std::size_t>(index), self);
+  // Bytes on `device` this event accounts for, as torch's FunctionEvent: a range's reports
+  // (children included, or not), a "[memory]" event's own bytes.
+  std::int64_t memory(bool self, DeviceType device) const {
+    return view->memory(static_cast<std::size_t>(index), self, device);
   }
 };
 
@@ -209,10 +216,16 @@ bool is_device(const FunctionEvent& e) {
   return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
 }
 bool is_device(const FunctionEventAvg& r) { return r.is_device; }
+// torch: events whose CUDA time came from CUDA events (the legacy profiler's way).
+bool is_legacy(const FunctionEvent& e) {
+  bool spans = false;
+  return !e.view->gpu_events_of(static_cast<std::size_t>(e.index), &spans).empty() && spans;
+}
+bool is_legacy(const FunctionEventAvg&) { return false; }
 
 // What a FunctionEvent or FunctionEventAvg says of CUDA, its device and the legacy profiler,
-// as torch's do: CUDA time from the GPU work launched inside (zero without any), CUDA memory
-// zero (not recorded), the device CUDA for GPU work's own rows.
+// as torch's do: CUDA time from the GPU work launched inside (zero without any), the device
+// CUDA for GPU work's own rows.
 template <typename T>
 void def_device_fields(py::module_& m, const char* name) {
   auto cls = py::reinterpret_borrow<py::class_<T>>(m.attr(name));
@@ -231,13 +244,25 @@ void def_device_fields(py::module_& m, const char* name) {
                             [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, false))); });
   cls.def_property_readonly("self_cuda_time_total_str",
                             [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, true))); });
-  for (const char* memory : {"cuda_memory_usage", "self_cuda_memory_usage"}) {
-    cls.def_property_readonly(memory, [](const T&) { return 0; });
-  }
   cls.def_property_readonly("device_type", [](const T& t) {
     return is_device(t) ? DeviceType::kCUDA : DeviceType::kCPU;
   });
-  cls.def_property_readonly("is_legacy", [](const T&) { return false; });
+  cls.def_property_readonly("is_legacy", [](const T& t) { return is_legacy(t); });
+}
+
+// torch's FunctionEvent.kernels: Kernel(name, device, duration in us) for each GPU event that
+// makes up its CUDA time (work launched inside it, or its CUDA-event span).
+py::list kernels_of(const FunctionEvent& f) {
+  bool spans = false;
+  py::list out;
+  const py::object kernel = py::module_::import("opscope.profiler_util").attr("Kernel");
+  for (const std::int32_t g : f.view->gpu_events_of(static_cast<std::size_t>(f.index), &spans)) {
+    const Event& e = f.view->result().events()[static_cast<std::size_t>(g)];
+    const EventDetail* d = f.view->result().detail(e);
+    out.append(
+        kernel(std::string(e.name), d != nullptr ? d->gpu.device : -1, ns_to_us(e.duration_ns())));
+  }
+  return out;
 }
 
 }  // namespace
@@ -362,13 +387,9 @@ void bind_results(py::module_& m) {
       .def_property_readonly(
           "self_cpu_time_total_str",
           [](const FunctionEvent& f) { return format_time_us(ns_to_us(f.event().self_ns)); })
-      .def_property_readonly("cpu_memory_usage",
-                             [](const FunctionEvent& f) { return f.cpu_memory(false); })
-      .def_property_readonly("self_cpu_memory_usage",
-                             [](const FunctionEvent& f) { return f.cpu_memory(true); })
       .def_property_readonly("time_range", &time_range)
       .def_property_readonly("is_remote", [](const FunctionEvent&) { return false; })
-      .def_property_readonly("kernels", [](const FunctionEvent&) { return py::list(); })
+      .def_property_readonly("kernels", &kernels_of)
       .def_property_readonly("device_index", [](const FunctionEvent&) { return 0; })
       .def_property_readonly(
           "is_async",
@@ -516,6 +537,8 @@ void bind_results(py::module_& m) {
                              [](const FunctionEventAvg& a) { return a.cpu_time_avg_ns() / 1000.0; })
       .def_readonly("cpu_memory_usage", &FunctionEventAvg::cpu_memory_usage)
       .def_readonly("self_cpu_memory_usage", &FunctionEventAvg::self_cpu_memory_usage)
+      .def_readonly("cuda_memory_usage", &FunctionEventAvg::cuda_memory_usage)
+      .def_readonly("self_cuda_memory_usage", &FunctionEventAvg::self_cuda_memory_usage)
       .def_readonly("flops", &FunctionEventAvg::flops)
       .def_property_readonly("input_shapes",
                              [](const FunctionEventAvg& a) { return shapes_list(a.input_shapes); })
@@ -546,6 +569,24 @@ void bind_results(py::module_& m) {
         return k.table();
       });
   def_device_fields<FunctionEvent>(m, "FunctionEvent");
+  {
+    // torch's [self_]{cpu,cuda}_memory_usage of one event.
+    auto cls = py::reinterpret_borrow<py::class_<FunctionEvent>>(m.attr("FunctionEvent"));
+    struct MemoryField {
+      const char* name;
+      bool self;
+      DeviceType device;
+    };
+    for (const MemoryField& field :
+         {MemoryField{"cpu_memory_usage", false, DeviceType::kCPU},
+          MemoryField{"self_cpu_memory_usage", true, DeviceType::kCPU},
+          MemoryField{"cuda_memory_usage", false, DeviceType::kCUDA},
+          MemoryField{"self_cuda_memory_usage", true, DeviceType::kCUDA}}) {
+      cls.def_property_readonly(field.name, [field](const FunctionEvent& f) {
+        return f.memory(field.self, field.device);
+      });
+    }
+  }
   def_device_fields<FunctionEventAvg>(m, "FunctionEventAvg");
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analysis/symbolizer.h"
@@ -26,11 +27,15 @@ class ResultView {
   // are symbolized once per address for the life of this view. Thread-safe.
   std::vector<std::string> stack(const Event& event);
 
-  // Bytes of allocation reports inside event `index` (children included) and directly in it;
-  // 0 without the memory lens. Summed once for the whole window, on first use. Thread-safe.
-  std::int64_t memory(std::size_t index, bool self);
+  // Bytes of allocation reports on `device` inside event `index` (children included) and
+  // directly in it; an allocation report's own bytes; 0 without the memory lens. Summed once
+  // for the whole window, on first use. Thread-safe.
+  std::int64_t memory(std::size_t index, bool self, DeviceType device);
   // GPU time of event `index`, its children's included or not (event_cuda), in ns.
   std::int64_t cuda(std::size_t index, bool self);
+  // The GPU events that make up range `index`'s CUDA time (gpu_attribution), and whether they
+  // are CUDA-event spans (torch's legacy timing) rather than launched work. Thread-safe.
+  std::vector<std::int32_t> gpu_events_of(std::size_t index, bool* spans);
 
   // Table rows of single events (analysis::event_rows), with this view's memory sums and
   // symbolizer. Thread-safe.
@@ -42,6 +47,9 @@ class ResultView {
   std::unique_ptr<analysis::Symbolizer> symbolizer_;  // made on first use: it reads /proc
   std::optional<EventMemory> memory_;                 // made on first use
   std::optional<EventCuda> cuda_;                     // made on first use
+  // gpu_attribution() by range, made on first use.
+  std::optional<std::unordered_map<std::int32_t, std::vector<std::int32_t>>> gpu_events_;
+  bool gpu_spans_ = false;
 };
 
 }  // namespace opscope::python

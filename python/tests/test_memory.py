@@ -38,6 +38,22 @@ def test_allocations_are_attributed_to_the_innermost_range():
     assert event.self_cpu_memory_usage == allocates.self_cpu_memory_usage
 
 
+def test_allocations_outside_every_range_share_a_memory_row():
+    # torch 1.13 gives the reports no operator encloses a "[memory]" row of their own.
+    with profiler.profile(profile_memory=True) as p:
+        with record_function("inside"):
+            pass
+        kept = bytes(MIB)
+    del kept
+    memory = row(p, "[memory]")
+    assert memory.cpu_memory_usage >= MIB and memory.self_cpu_memory_usage >= MIB
+    assert memory.cpu_time_total == 0 and memory.count >= 1
+    assert memory.cuda_memory_usage == 0 and memory.self_cuda_memory_usage == 0
+    assert abs(row(p, "inside").cpu_memory_usage) < 4096
+    table = p.key_averages().table()
+    assert "[memory]" in table and "CUDA Mem" not in table
+
+
 def test_the_trace_and_the_memory_timeline_hold_them(tmp_path):
     with profiler.profile(profile_memory=True, record_shapes=True, with_stack=True) as p:
         with record_function("allocates"):

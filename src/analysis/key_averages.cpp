@@ -8,6 +8,7 @@
 // take a few milliseconds (bench/table_bench.cpp).
 #include "opscope/key_averages.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -42,9 +43,12 @@ struct TextEqual {
   bool operator()(const GroupKey& a, const GroupKey& b) const { return text_equal(a, b); }
 };
 
+constexpr std::uint32_t bit(EventKind k) { return 1u << static_cast<unsigned>(k); }
+
 bool is_gpu_work(const Event& e) {
-  return e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpy ||
-         e.kind == EventKind::kMemset;
+  constexpr std::uint32_t kWork =
+      bit(EventKind::kKernel) | bit(EventKind::kMemcpy) | bit(EventKind::kMemset);
+  return ((kWork >> static_cast<unsigned>(e.kind)) & 1u) != 0;
 }
 
 // Sums of one group of events.
@@ -53,8 +57,10 @@ struct Partial {
   std::int64_t count = 0;
   std::int64_t total_ns = 0;
   std::int64_t self_ns = 0;
-  std::int64_t memory = 0;
+  std::int64_t memory = 0;  // CPU bytes
   std::int64_t self_memory = 0;
+  std::int64_t cuda_memory = 0;
+  std::int64_t self_cuda_memory = 0;
   std::int64_t flops = 0;
   std::int64_t cuda_ns = 0;
   std::int64_t self_cuda_ns = 0;
@@ -65,11 +71,11 @@ struct Partial {
 
   void add(const Event& e) {
     ++count;
-    is_device |= is_gpu_work(e);
-    if (!is_gpu_work(e)) {  // GPU work has no CPU time (torch's device rows)
-      total_ns += e.duration_ns();
-      self_ns += e.self_ns;
-    }
+    const bool gpu = is_gpu_work(e);
+    is_device |= gpu;
+    // GPU work has no CPU time (torch's device rows).
+    total_ns += gpu ? 0 : e.duration_ns();
+    self_ns += gpu ? 0 : e.self_ns;
     is_async |= e.kind == EventKind::kAsyncRange;
     top_level |= e.parent < 0;
   }
@@ -79,6 +85,8 @@ struct Partial {
     self_ns += o.self_ns;
     memory += o.memory;
     self_memory += o.self_memory;
+    cuda_memory += o.cuda_memory;
+    self_cuda_memory += o.self_cuda_memory;
     flops += o.flops;
     cuda_ns += o.cuda_ns;
     self_cuda_ns += o.self_cuda_ns;
@@ -88,19 +96,30 @@ struct Partial {
   }
 };
 
+// Adds event i's memory and GPU time (empty vectors: not recorded) to `p`.
+void add_sums(Partial& p, std::size_t i, const EventMemory& memory, const EventCuda& cuda) {
+  if (i < memory.cpu.total.size()) {
+    p.memory += memory.cpu.total[i];
+    p.self_memory += memory.cpu.self[i];
+    p.cuda_memory += memory.cuda.total[i];
+    p.self_cuda_memory += memory.cuda.self[i];
+  }
+  if (i < cuda.total.size()) {
+    p.cuda_ns += cuda.total[i];
+    p.self_cuda_ns += cuda.self[i];
+  }
+}
+
 // Per-event sums of the lenses, indexed like result.events(); empty when the window did not
 // record the lens.
 struct LensSums {
-  std::vector<std::int64_t> memory;       // bytes reported inside the event, children included
-  std::vector<std::int64_t> self_memory;  // bytes reported directly inside it
+  EventMemory memory;
   std::vector<std::int64_t> flops;
   EventCuda cuda;
 
-  explicit LensSums(const ProfilerResult& result) : cuda(event_cuda(result)) {
+  explicit LensSums(const ProfilerResult& result)
+      : memory(event_memory(result)), cuda(event_cuda(result)) {
     const std::vector<Event>& events = result.events();
-    EventMemory m = event_memory(result);
-    memory = std::move(m.total);
-    self_memory = std::move(m.self);
     if (result.lenses().with_flops) {
       flops.assign(events.size(), 0);
       for (std::size_t i = 0; i < events.size(); ++i) {
@@ -110,15 +129,8 @@ struct LensSums {
   }
 
   void add(Partial& p, std::size_t i) const {
-    if (!memory.empty()) {
-      p.memory += memory[i];
-      p.self_memory += self_memory[i];
-    }
+    add_sums(p, i, memory, cuda);
     if (!flops.empty()) p.flops += flops[i];
-    if (!cuda.total.empty()) {
-      p.cuda_ns += cuda.total[i];
-      p.self_cuda_ns += cuda.self[i];
-    }
   }
 };
 
@@ -132,6 +144,8 @@ FunctionEventAvg row_of(const Partial& p) {
   row.top_level = p.top_level;
   row.cpu_memory_usage = p.memory;
   row.self_cpu_memory_usage = p.self_memory;
+  row.cuda_memory_usage = p.cuda_memory;
+  row.self_cuda_memory_usage = p.self_cuda_memory;
   row.flops = p.flops;
   row.cuda_time_total_ns = p.cuda_ns;
   row.self_cuda_time_total_ns = p.self_cuda_ns;
@@ -140,20 +154,16 @@ FunctionEventAvg row_of(const Partial& p) {
 }
 
 // The rows of torch 1.13's table under Kineto: operators (ranges), runtime and driver calls
-// (cudaLaunchKernel: CPU time), and GPU work (CUDA time, no CPU time).
-bool is_row_event(const Event& e) {
-  switch (e.kind) {
-    case EventKind::kRange:
-    case EventKind::kAsyncRange:
-    case EventKind::kRuntime:
-    case EventKind::kDriver:
-    case EventKind::kKernel:
-    case EventKind::kMemcpy:
-    case EventKind::kMemset:
-      return true;
-    default:
-      return false;
-  }
+// (cudaLaunchKernel: CPU time), GPU work (CUDA time, no CPU time), and allocation reports made
+// outside every operator (`memory_rows`: the window recorded memory), whose bytes no operator
+// accounts for.
+bool is_row_event(const Event& e, bool memory_rows) {
+  constexpr std::uint32_t kRows = bit(EventKind::kRange) | bit(EventKind::kAsyncRange) |
+                                  bit(EventKind::kRuntime) | bit(EventKind::kDriver) |
+                                  bit(EventKind::kKernel) | bit(EventKind::kMemcpy) |
+                                  bit(EventKind::kMemset);
+  if (((kRows >> static_cast<unsigned>(e.kind)) & 1u) != 0) return true;
+  return memory_rows && e.kind == EventKind::kMemory && e.parent < 0;
 }
 
 // Open addressing on the name's address and length: identity, not text. Linear probing over a
@@ -225,6 +235,7 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
   }
   const std::vector<Event>& events = result.events();
   const LensSums sums(result);
+  const bool memory_rows = result.lenses().profile_memory;
   std::vector<Partial> merged;
   // Texts of each distinct stack, computed once (symbolizing is the expensive part).
   std::optional<analysis::Symbolizer> symbolizer;  // created on first use
@@ -254,7 +265,7 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
     std::unordered_map<std::string, std::size_t> row_of;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      if (!is_row_event(e) || (included != nullptr && !(*included)[i])) continue;
+      if (!is_row_event(e, memory_rows) || (included != nullptr && !(*included)[i])) continue;
       std::string key(row_name(e.name));
       if (group_by_input_shape) key.append("\x1f").append(shapes_of(e));
       if (const auto* stack = stack_of(e)) {
@@ -271,7 +282,7 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
     IdentityTable table;
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
-      if (!is_row_event(e) || (included != nullptr && !(*included)[i])) continue;
+      if (!is_row_event(e, memory_rows) || (included != nullptr && !(*included)[i])) continue;
       Partial& p = partials[table.find_or_add(key_of(e), partials)];
       if (p.count == 0) p.first = i;
       p.add(e);
@@ -333,39 +344,91 @@ EventMemory event_memory(const ProfilerResult& result) {
   EventMemory out;
   if (!result.lenses().profile_memory) return out;
   const std::vector<Event>& events = result.events();
-  out.self.assign(events.size(), 0);
-  for (const Event& e : events) {
-    if (e.kind != EventKind::kMemory || e.parent < 0) continue;
+  out.cpu.self.assign(events.size(), 0);
+  out.cuda.self.assign(events.size(), 0);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.kind != EventKind::kMemory) continue;
     const EventDetail* d = result.detail(e);
-    if (d != nullptr && d->memory.action != MemoryAction::kVersion) {
-      out.self[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
+    if (d == nullptr || d->memory.action == MemoryAction::kVersion) continue;
+    std::vector<std::int64_t>& self =
+        d->memory.device.type == DeviceType::kCUDA ? out.cuda.self : out.cpu.self;
+    self[i] = d->memory.bytes;  // a report's own bytes (subtree_sums leaves them there)
+    if (e.parent >= 0) self[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
+  }
+  out.cpu.total = subtree_sums(events, out.cpu.self);
+  out.cuda.total = subtree_sums(events, out.cuda.self);
+  return out;
+}
+
+GpuAttribution gpu_attribution(const ProfilerResult& result) {
+  GpuAttribution out;
+  out.spans = true;
+  // GPU events sit on threads of a device (stream threads, the "CUDA events" row): without
+  // one, there is nothing to find, and the events are not walked (a pass over a million
+  // events costs a table a third of its time).
+  if (std::none_of(result.threads().begin(), result.threads().end(),
+                   [](const ThreadInfo& t) { return t.device >= 0; })) {
+    return out;
+  }
+  const std::vector<Event>& events = result.events();
+  bool any_work = false;
+  bool any_span = false;
+  for (const Event& e : events) {
+    any_work |= is_gpu_work(e);
+    any_span |= e.kind == EventKind::kGpuAnnotation;
+  }
+  out.spans = !any_work;
+  if (!any_work && !any_span) return out;  // a CPU-only window: no map of every range
+  // The operators by handle: GPU events' "External id" names the one they belong to.
+  std::unordered_map<std::uint64_t, std::int32_t> op_of;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (e.kind == EventKind::kRange && e.handle != 0) {
+      op_of.emplace(e.handle, static_cast<std::int32_t>(i));
     }
   }
-  out.total = subtree_sums(events, out.self);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (out.spans ? e.kind != EventKind::kGpuAnnotation : !is_gpu_work(e)) continue;
+    const EventDetail* d = result.detail(e);
+    if (d == nullptr || d->gpu.external_id <= 0) continue;
+    const auto op = op_of.find(static_cast<std::uint64_t>(d->gpu.external_id));
+    if (op != op_of.end()) out.links.push_back({op->second, static_cast<std::int32_t>(i)});
+  }
   return out;
 }
 
 EventCuda event_cuda(const ProfilerResult& result) {
   EventCuda out;
   const std::vector<Event>& events = result.events();
-  // The operators by handle: GPU work's "External id" names the one it was launched in.
-  std::unordered_map<std::uint64_t, std::size_t> op_of;
-  bool any_work = false;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const Event& e = events[i];
-    if (e.kind == EventKind::kRange && e.handle != 0) op_of.emplace(e.handle, i);
-    any_work |= is_gpu_work(e);
+  const GpuAttribution attribution = gpu_attribution(result);
+  const auto duration = [&](std::int32_t i) {
+    return events[static_cast<std::size_t>(i)].duration_ns();
+  };
+  if (attribution.spans) {
+    // Ranges timed with CUDA events, as torch's legacy profiler counts them: the total is the
+    // span, the self time what the children's spans leave of it.
+    if (attribution.links.empty()) return out;
+    out.total.assign(events.size(), 0);
+    for (const auto& [op, span] : attribution.links) {
+      out.total[static_cast<std::size_t>(op)] = duration(span);
+    }
+    out.self = out.total;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
+      if (e.kind == EventKind::kRange && e.parent >= 0) {
+        out.self[static_cast<std::size_t>(e.parent)] -= out.total[i];
+      }
+    }
+    return out;
   }
-  if (!any_work) return out;
   out.self.assign(events.size(), 0);
   for (std::size_t i = 0; i < events.size(); ++i) {
-    const Event& e = events[i];
-    if (!is_gpu_work(e)) continue;
-    out.self[i] = e.duration_ns();
-    const EventDetail* d = result.detail(e);
-    if (d == nullptr || d->gpu.external_id <= 0) continue;
-    const auto op = op_of.find(static_cast<std::uint64_t>(d->gpu.external_id));
-    if (op != op_of.end()) out.self[op->second] += e.duration_ns();
+    if (is_gpu_work(events[i])) out.self[i] = events[i].duration_ns();
+  }
+  for (const auto& [op, work] : attribution.links) {
+    out.self[static_cast<std::size_t>(op)] += duration(work);
   }
   out.total = subtree_sums(events, out.self);
   return out;
@@ -405,14 +468,7 @@ std::vector<FunctionEventAvg> analysis::event_rows(const ProfilerResult& result,
     const Event& e = events[index];
     Partial p{.key = key_of(e)};
     p.add(e);
-    if (index < memory.total.size()) {
-      p.memory = memory.total[index];
-      p.self_memory = memory.self[index];
-    }
-    if (index < cuda.total.size()) {
-      p.cuda_ns = cuda.total[index];
-      p.self_cuda_ns = cuda.self[index];
-    }
+    add_sums(p, index, memory, cuda);
     FunctionEventAvg row = row_of(p);
     if (const EventDetail* d = result.detail(e)) {
       if (result.lenses().with_flops) row.flops = analysis::flops_of(result, e);

@@ -67,7 +67,6 @@ std::string format_share(double time_us, double total_us) {
 }
 
 // The sort keys PyTorch accepts on FunctionEventAvg, in the order the error message lists them.
-// CUDA memory is not recorded: its keys read 0.
 struct SortKey {
   std::string_view name;
   double (*value)(const FunctionEventAvg&);
@@ -90,8 +89,10 @@ constexpr SortKey kSortKeys[] = {
      [](const FunctionEventAvg& r) { return static_cast<double>(r.cuda_time_total_ns); }},
     {"self_cuda_time_total",
      [](const FunctionEventAvg& r) { return static_cast<double>(r.self_cuda_time_total_ns); }},
-    {"cuda_memory_usage", [](const FunctionEventAvg&) { return 0.0; }},
-    {"self_cuda_memory_usage", [](const FunctionEventAvg&) { return 0.0; }},
+    {"cuda_memory_usage",
+     [](const FunctionEventAvg& r) { return static_cast<double>(r.cuda_memory_usage); }},
+    {"self_cuda_memory_usage",
+     [](const FunctionEventAvg& r) { return static_cast<double>(r.self_cuda_memory_usage); }},
 };
 
 const SortKey& find_sort_key(const std::string& name) {
@@ -220,9 +221,13 @@ std::string KeyAverages::table(const TableOptions& options) const {
   std::int64_t min_flops = 0;
   double sum_self_us = 0;
   // torch: CUDA columns when any row has self CUDA time; the CUDA shares are of the GPU work's
-  // own rows (an operator's CUDA time is theirs again).
+  // own rows (an operator's CUDA time is theirs again), or, with no such rows (ranges timed
+  // with CUDA events, torch's legacy events), of the operators' own.
   bool has_cuda_time = false;
   double sum_self_cuda_us = 0;
+  double sum_operators_self_cuda_us = 0;
+  bool any_device_row = false;
+  bool has_cuda_memory = false;  // torch: "CUDA Mem" columns when some row allocated on CUDA
   for (const FunctionEventAvg* r : rows) {
     name_width = std::max(name_width, text_length(r->key) + 4);
     shapes_width = std::max(shapes_width, text_length(r->input_shapes) + 4);
@@ -235,8 +240,12 @@ std::string KeyAverages::table(const TableOptions& options) const {
     if (r->flops > 0 && (min_flops == 0 || r->flops < min_flops)) min_flops = r->flops;
     sum_self_us += ns_to_us(r->self_cpu_time_total_ns);
     has_cuda_time |= r->self_cuda_time_total_ns > 0;
-    if (r->is_device) sum_self_cuda_us += ns_to_us(r->self_cuda_time_total_ns);
+    has_cuda_memory |= r->self_cuda_memory_usage > 0;
+    any_device_row |= r->is_device;
+    (r->is_device ? sum_self_cuda_us : sum_operators_self_cuda_us) +=
+        ns_to_us(r->self_cuda_time_total_ns);
   }
+  if (!any_device_row) sum_self_cuda_us = sum_operators_self_cuda_us;
   name_width = std::min(name_width, static_cast<std::size_t>(options.max_name_column_width));
   shapes_width = std::min(shapes_width, static_cast<std::size_t>(options.max_shapes_column_width));
   src_width = std::min(src_width, static_cast<std::size_t>(options.max_src_column_width));
@@ -255,6 +264,10 @@ std::string KeyAverages::table(const TableOptions& options) const {
   if (profile_memory) {
     layout.add_column("CPU Mem", kDefaultWidth);
     layout.add_column("Self CPU Mem", kDefaultWidth);
+    if (has_cuda_memory) {
+      layout.add_column("CUDA Mem", kDefaultWidth);
+      layout.add_column("Self CUDA Mem", kDefaultWidth);
+    }
   }
   layout.add_column("# of Calls", kDefaultWidth);
   if (any_node_id) layout.add_column("Node ID", kDefaultWidth);
@@ -315,6 +328,10 @@ std::string KeyAverages::table(const TableOptions& options) const {
     if (profile_memory) {
       cells.push_back(format_memory(r->cpu_memory_usage));
       cells.push_back(format_memory(r->self_cpu_memory_usage));
+      if (has_cuda_memory) {
+        cells.push_back(format_memory(r->cuda_memory_usage));
+        cells.push_back(format_memory(r->self_cuda_memory_usage));
+      }
     }
     cells.push_back(std::to_string(r->count));
     if (any_node_id) cells.push_back(std::to_string(r->node_id));

@@ -330,5 +330,72 @@ TEST(Lenses, MemoryReportsBecomeEventsOnlyWithProfileMemory) {
   EXPECT_NE(k.table().find("Self CPU Mem"), std::string::npos);
 }
 
+// torch 1.13 splits allocation reports by device: "CPU Mem" and "CUDA Mem" columns, and the
+// reports no operator encloses have a "[memory]" row of their own.
+TEST(Lenses, CudaMemoryHasItsOwnColumnsAndReportsOutsideRangesARow) {
+  static char block[4];
+  const Device gpu{DeviceType::kCUDA, 0};
+  Profiler p({.lenses = {.profile_memory = true}});
+  p.start();
+  {
+    OPSCOPE_RECORD_FUNCTION("step");
+    report_memory_usage(block, 100, 100, 100);  // CPU
+    {
+      OPSCOPE_RECORD_FUNCTION("to_cuda");
+      report_memory_usage(block + 1, 4096, 4096, 8192, gpu);
+      report_memory_usage(block + 2, 512, 4608, 8192, gpu);
+    }
+    report_memory_usage(block + 1, -4096, 512, 8192, gpu);
+  }
+  report_memory_usage(block + 3, 2048, 2560, 8192, gpu);  // outside every range
+  report_memory_usage(block, -100, 0, 100);
+  p.stop();
+
+  const KeyAverages k = p.key_averages();
+  const auto* step = row(k, "step");
+  const auto* to_cuda = row(k, "to_cuda");
+  const auto* memory = row(k, "[memory]");
+  ASSERT_TRUE(step && to_cuda && memory);
+  EXPECT_EQ(to_cuda->self_cuda_memory_usage, 4608);
+  EXPECT_EQ(to_cuda->cuda_memory_usage, 4608);
+  EXPECT_EQ(to_cuda->cpu_memory_usage, 0);
+  EXPECT_EQ(step->self_cuda_memory_usage, -4096);
+  EXPECT_EQ(step->cuda_memory_usage, 512);
+  EXPECT_EQ(step->self_cpu_memory_usage, 100);
+  EXPECT_EQ(step->cpu_memory_usage, 100);
+  // The two reports outside "step": one row, each device's bytes apart, no time.
+  EXPECT_EQ(memory->count, 2);
+  EXPECT_EQ(memory->cuda_memory_usage, 2048);
+  EXPECT_EQ(memory->self_cuda_memory_usage, 2048);
+  EXPECT_EQ(memory->cpu_memory_usage, -100);
+  EXPECT_EQ(memory->cpu_time_total_ns, 0);
+  EXPECT_TRUE(memory->top_level);
+
+  const std::string table = k.table({.sort_by = "self_cuda_memory_usage"});
+  const std::string header = table.substr(0, table.find('\n', table.find("Name")));
+  EXPECT_LT(header.find("Self CPU Mem"), header.find("CUDA Mem")) << table;
+  EXPECT_LT(header.find("CUDA Mem"), header.find("Self CUDA Mem")) << table;
+  EXPECT_LT(header.find("Self CUDA Mem"), header.find("# of Calls")) << table;
+  // Sorted by self CUDA memory: to_cuda (4.50 Kb), [memory] (2.00 Kb), step (-4.00 Kb).
+  EXPECT_LT(table.find("to_cuda"), table.find("[memory]")) << table;
+  EXPECT_LT(table.find("[memory]"), table.find("  step")) << table;
+  EXPECT_NE(table.find("4.50 Kb"), std::string::npos) << table;
+  EXPECT_NE(table.find("-4.00 Kb"), std::string::npos) << table;
+}
+
+TEST(Lenses, CpuOnlyMemoryShowsNoCudaColumns) {
+  static char block[4];
+  Profiler p({.lenses = {.profile_memory = true}});
+  p.start();
+  {
+    OPSCOPE_RECORD_FUNCTION("op");
+    report_memory_usage(block, 64, 64, 64);
+  }
+  p.stop();
+  const std::string table = p.key_averages().table();
+  EXPECT_NE(table.find("Self CPU Mem"), std::string::npos) << table;
+  EXPECT_EQ(table.find("CUDA Mem"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace opscope
