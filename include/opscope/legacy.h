@@ -38,7 +38,8 @@ namespace opscope {
 enum class LegacyProfilerState : std::uint8_t {
   kDisabled = 0,
   kCPU = 1,   // CPU ranges, marks and (with profile_memory) allocation reports
-  kCUDA = 2,  // as kCPU; CUDA timings arrive with the GPU backend (events say has_cuda false)
+  kCUDA = 2,  // as kCPU, and each range is also timed on the GPU with CUDA events (has_cuda);
+              // refused with an opscope::Error where that cannot be done (no driver or device)
   kNVTX = 3,  // every range is forwarded to NVTX (nvtxRangePush/Pop) for Nsight; nothing is
               // recorded here. Needs a CUDA device: refused with an opscope::Error otherwise.
 };
@@ -95,10 +96,21 @@ class LegacyEvent {
   std::int64_t cpu_memory_usage() const { return cpu_memory_usage_; }
   std::int64_t cuda_memory_usage() const { return cuda_memory_usage_; }
   void set_memory_usage(std::int64_t bytes, Device device);
-  // CUDA timing: not recorded by this build (no GPU backend yet); remote events carry theirs.
+  // kCUDA: when the GPU reached the CUDA event recorded at this end of the range, on the CPU
+  // clock, and its device. has_cuda() is false for ranges not timed (kCPU, or a thread with no
+  // current CUDA context) and for marks and memory events.
   bool has_cuda() const { return cuda_recorded_; }
   std::int32_t device() const { return device_; }
-  std::int64_t cuda_us() const { return cuda_us_; }
+  std::int64_t cuda_us() const { return cuda_ns_ < 0 ? -1 : cuda_ns_ / 1000; }
+  std::int64_t cuda_ns() const { return cuda_ns_; }  // -1 when not timed
+  void set_cuda(std::int32_t device, std::int64_t cuda_ns) {
+    cuda_recorded_ = true;
+    device_ = device;
+    cuda_ns_ = cuda_ns;
+  }
+  // Microseconds the GPU took from this event to `end` (PyTorch's cudaElapsedUs). Throws
+  // opscope::Error when either was not timed, or they were timed on different devices.
+  double cuda_elapsed_us(const LegacyEvent& end) const;
 
   const std::vector<std::vector<std::int64_t>>& shapes() const { return shapes_; }
   std::int64_t sequence_nr() const { return sequence_nr_; }
@@ -136,7 +148,7 @@ class LegacyEvent {
   std::int64_t cuda_memory_usage_ = 0;
   std::int32_t device_ = -1;
   bool cuda_recorded_ = false;
-  std::int64_t cuda_us_ = -1;
+  std::int64_t cuda_ns_ = -1;
   std::vector<std::vector<std::int64_t>> shapes_;
   std::int64_t sequence_nr_ = -1;
   std::uint64_t fwd_thread_id_ = 0;

@@ -41,8 +41,8 @@ enum class ActivityType : std::uint8_t {
 std::vector<ActivityType> supported_activities();
 
 // Why `activity` cannot be recorded here, in a sentence naming what is missing (for kCUDA:
-// no driver, the driver did not initialize, no device, no CUPTI, or this build not recording
-// CUDA yet); empty when it can be.
+// no driver, the driver did not initialize, no device, no CUPTI, a build without the CUPTI
+// backend, or OPSCOPE_EXPERIMENTAL_CUPTI=1 not set); empty when it can be.
 std::string activity_unavailable_reason(ActivityType activity);
 
 class Profiler;
@@ -61,7 +61,17 @@ struct ExperimentalConfig {
   // with with_stack its "Call stack" argument. False keeps traces small; stacks still reach
   // tables and export_stacks.
   bool verbose = true;
+  // Times each recorded range on the GPU with CUDA events, as torch's profiler does for
+  // use_cuda without Kineto (KINETO_GPU_FALLBACK) and the legacy profiler's kCUDA: the range's
+  // CUDA time in tables, its GPU span in the trace (README, "GPU activity"). Costs a driver
+  // call or two per range end. Where it cannot be done (cuda_event_timing_unavailable_reason())
+  // it is accepted, warned about and listed as "cuda events" in SessionStats::not_recorded.
+  bool cuda_event_timing = false;
 };
+
+// "" when ranges can be timed with CUDA events here (ExperimentalConfig::cuda_event_timing,
+// LegacyProfilerState::kCUDA); otherwise why not, in a sentence naming what is missing.
+std::string cuda_event_timing_unavailable_reason();
 
 struct ProfilerConfig {
   std::vector<ActivityType> activities = {ActivityType::kCPU};

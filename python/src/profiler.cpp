@@ -188,6 +188,9 @@ void bind_profiler(py::module_& m) {
   m.def("activity_unavailable_reason", &activity_unavailable_reason, py::arg("activity"),
         "Why the activity cannot be recorded here (no driver, no device, no CUPTI, ...); '' when "
         "it can be.");
+  m.def("cuda_event_timing_unavailable_reason", &cuda_event_timing_unavailable_reason,
+        "Why ranges cannot be timed with CUDA events here (ExperimentalConfig.cuda_event_timing); "
+        "'' when they can be.");
 
   m.def(
       "set_distributed_info",
@@ -240,7 +243,8 @@ void bind_profiler(py::module_& m) {
       "and opscope's own options (buffer limit, thread scope).")
       .def(py::init([](const std::vector<std::string>& profiler_metrics,
                        bool profiler_measure_per_kernel, bool verbose,
-                       std::uint64_t buffer_limit_bytes, bool record_all_threads) {
+                       std::uint64_t buffer_limit_bytes, bool record_all_threads,
+                       bool cuda_event_timing) {
              if (!profiler_metrics.empty() || profiler_measure_per_kernel) {
                warn(
                    "ExperimentalConfig: profiler_metrics and profiler_measure_per_kernel "
@@ -248,15 +252,17 @@ void bind_profiler(py::module_& m) {
              }
              return ExperimentalConfig{.buffer_limit_bytes = buffer_limit_bytes,
                                        .record_all_threads = record_all_threads,
-                                       .verbose = verbose};
+                                       .verbose = verbose,
+                                       .cuda_event_timing = cuda_event_timing};
            }),
            py::arg("profiler_metrics") = std::vector<std::string>{},
            py::arg("profiler_measure_per_kernel") = false, py::arg("verbose") = true, py::kw_only(),
            py::arg("buffer_limit_bytes") = ExperimentalConfig{}.buffer_limit_bytes,
-           py::arg("record_all_threads") = true)
+           py::arg("record_all_threads") = true, py::arg("cuda_event_timing") = false)
       .def_readwrite("buffer_limit_bytes", &ExperimentalConfig::buffer_limit_bytes)
       .def_readwrite("record_all_threads", &ExperimentalConfig::record_all_threads)
       .def_readwrite("verbose", &ExperimentalConfig::verbose)
+      .def_readwrite("cuda_event_timing", &ExperimentalConfig::cuda_event_timing)
       .def("__repr__", [](const ExperimentalConfig& c) {
         return "ExperimentalConfig(verbose=" + std::string(c.verbose ? "True" : "False") +
                ", buffer_limit_bytes=" + std::to_string(c.buffer_limit_bytes) +

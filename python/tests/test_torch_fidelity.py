@@ -182,6 +182,13 @@ def test_function_event_has_torchs_attributes_with_torchs_types():
     assert o_event.cpu_parent.name == t_event.cpu_parent.name == "outer"
     assert o_event.time_range.elapsed_us() == pytest.approx(o_event.cpu_time_total)
     assert re.fullmatch(r"\d+\.\d{3}(us|ms|s)", o_event.cpu_time_total_str)
+    # No GPU here: no kernels, nothing timed the legacy way; kernels are torch's Kernel tuples.
+    assert o_event.kernels == t_event.kernels == []
+    assert o_event.is_legacy is False
+    from torch.autograd.profiler_util import Kernel as TheirKernel
+
+    from opscope.profiler_util import Kernel as OurKernel
+    assert OurKernel._fields == TheirKernel._fields
 
 
 def test_function_event_avg_has_torchs_attributes_with_torchs_types():
@@ -290,6 +297,44 @@ def test_autograd_use_cuda_without_cuda_warns_as_torch():
         with pytest.warns(UserWarning, match="CUDA is not available, disabling CUDA profiling"):
             with module.profile(use_cuda=True):
                 pass
+
+
+def test_autograd_use_cuda_says_why_and_times_ranges_where_it_can(monkeypatch):
+    import opscope._C as our_C
+
+    reason = our_C.cuda_event_timing_unavailable_reason()
+    assert reason  # no GPU here
+    with pytest.warns(UserWarning) as caught:
+        with our_autograd.profile(use_cuda=True) as p:
+            pass
+    assert any(reason in str(w.message) for w in caught)
+    assert p.use_cuda is False
+
+    # Where it can, use_cuda asks the session for what torch 1.13 uses: CUPTI with
+    # use_kineto=True where CUDA is recordable, CUDA events otherwise.
+    asked = []
+    real_profile = ours.profile
+
+    def spy(*args, **kwargs):
+        config = kwargs["experimental_config"]
+        asked.append((set(kwargs["activities"]), bool(config and config.cuda_event_timing)))
+        return real_profile(*args, **kwargs)
+
+    monkeypatch.setattr(ours, "profile", spy)
+    monkeypatch.setattr(ours, "supported_activities",
+                        lambda: {ours.ProfilerActivity.CPU, ours.ProfilerActivity.CUDA})
+    monkeypatch.setattr(our_C, "cuda_event_timing_unavailable_reason", lambda: "")
+    given = ours.ExperimentalConfig(verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the session's own: accepted, not recorded here
+        for use_kineto in (True, False):
+            with our_autograd.profile(use_cuda=True, use_kineto=use_kineto,
+                                      experimental_config=given) as p:
+                pass
+            assert p.use_cuda is True
+    cpu, cuda = ours.ProfilerActivity.CPU, ours.ProfilerActivity.CUDA
+    assert asked == [({cpu, cuda}, False), ({cpu}, True)]
+    assert given.cuda_event_timing is False  # the caller's config is left as it was
 
 
 def test_emit_itt_and_emit_nvtx_without_the_tools():

@@ -120,9 +120,7 @@ CudaProbe probe_cuda(const CudaLibraries& libs) {
       "set CUDA_HOME when building) although " +
       found;
 #else
-  // The backend has not yet been run on a GPU (issue 20): it records only when asked to.
-  const char* opt_in = std::getenv("OPSCOPE_EXPERIMENTAL_CUPTI");
-  if (opt_in == nullptr || std::string(opt_in) != "1") {
+  if (!cuda_experimental_opt_in()) {
     p.reason =
         "opscope's CUPTI backend has not been run on a GPU yet; set "
         "OPSCOPE_EXPERIMENTAL_CUPTI=1 to record CUDA activity with it (" +
@@ -133,6 +131,16 @@ CudaProbe probe_cuda(const CudaLibraries& libs) {
   p.reason.clear();
 #endif
   return p;
+}
+
+bool cuda_experimental_opt_in() {
+  const char* opt_in = std::getenv("OPSCOPE_EXPERIMENTAL_CUPTI");
+  return opt_in != nullptr && std::string(opt_in) == "1";
+}
+
+ProcessInfo gpu_process(std::int32_t device, const std::string& program_name) {
+  return {device, program_name, "GPU " + std::to_string(device),
+          0x1000000 + static_cast<std::int64_t>(device)};
 }
 
 const CudaProbe& cuda_probe() {

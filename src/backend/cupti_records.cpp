@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "backend/cuda_probe.h"
 #include "export/json_writer.h"
 
 namespace opscope::backend {
@@ -322,9 +323,7 @@ void CuptiRecords::emit(ProfilerResult::Builder& builder) {
     }
   }
   for (const std::uint32_t d : devices) {
-    // Kineto's: the program's name, labelled with the device, sorted after the CPU processes.
-    builder.add_process({static_cast<std::int64_t>(d), context_.process_name,
-                         "GPU " + std::to_string(d), 0x1000000 + static_cast<std::int64_t>(d)});
+    builder.add_process(gpu_process(static_cast<std::int32_t>(d), context_.process_name));
   }
 
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::int32_t> stream_thread;

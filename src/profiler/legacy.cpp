@@ -13,10 +13,12 @@
 #include "analysis/flops.h"
 #include "analysis/stacks.h"
 #include "analysis/symbolizer.h"
+#include "backend/cuda_events.h"
 #include "collect/collector.h"
 #include "export/json_writer.h"
 #include "export/sink.h"
 #include "opscope/error.h"
+#include "opscope/key_averages.h"
 #include "opscope/mark.h"
 #include "opscope/observer.h"
 #include "opscope/record_function.h"
@@ -67,7 +69,13 @@ std::vector<std::vector<std::int64_t>> shapes_of(const EventDetail* d) {
 class ListBuilder {
  public:
   ListBuilder(const ProfilerResult& result, const LegacyProfilerConfig& config)
-      : result_(result), config_(config), node_(g_node_id.load()) {}
+      : result_(result), config_(config), node_(g_node_id.load()) {
+    // kCUDA: each timed range's span on its GPU (the same matching that gives tables their
+    // CUDA time).
+    if (const GpuAttribution a = gpu_attribution(result); a.spans) {
+      for (const auto& [range, span] : a.links) span_of_.emplace(range, span);
+    }
+  }
 
   ThreadEventLists build() {
     // Ordered first as small keys, then each event is built once, in its final place: the
@@ -171,6 +179,7 @@ class ListBuilder {
     LegacyEvent p(LegacyEventKind::kPushRange, std::string(e.name), tid(e.thread), e.start_ns,
                   e.handle, config_.lenses.record_shapes ? shapes_of(d) : decltype(shapes_of(d)){},
                   node_);
+    if (const Event* span = gpu_span(e)) set_cuda(p, *span, span->start_ns);
     p.set_sequence_nr(e.sequence_nr);
     p.set_fwd_thread_id(e.forward_thread_id);
     p.set_scope(e.scope);
@@ -186,13 +195,25 @@ class ListBuilder {
     const std::int32_t ended_on = e.kind == EventKind::kAsyncRange ? e.end_thread : e.thread;
     LegacyEvent p(LegacyEventKind::kPopRange, "", tid(ended_on), e.end_ns, e.handle, {}, node_);
     p.set_async(e.kind == EventKind::kAsyncRange);
+    if (const Event* span = gpu_span(e)) set_cuda(p, *span, span->end_ns);
     return p;
+  }
+
+  const Event* gpu_span(const Event& range) const {
+    if (span_of_.empty()) return nullptr;
+    const auto& events = result_.events();
+    const auto it = span_of_.find(static_cast<std::int32_t>(&range - events.data()));
+    return it != span_of_.end() ? &events[static_cast<std::size_t>(it->second)] : nullptr;
+  }
+  void set_cuda(LegacyEvent& p, const Event& span, std::int64_t ns) const {
+    p.set_cuda(result_.detail(span)->gpu.device, ns);
   }
 
   const ProfilerResult& result_;
   const LegacyProfilerConfig& config_;
   std::int64_t node_;
   analysis::Symbolizer symbolizer_;
+  std::unordered_map<std::int32_t, std::int32_t> span_of_;  // range index -> span index
 };
 
 // Remote events, one list per (node id, thread) in the order they arrived.
@@ -220,6 +241,12 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
     std::string why;
     if (!nvtx::available(&why)) throw Error("Can't use NVTX profiler: " + why);
   }
+  if (config.state == LegacyProfilerState::kCUDA) {
+    if (const std::string why = backend::cuda_event_timing_unavailable_reason(); !why.empty()) {
+      throw Error("Can't use CUDA profiler: kCUDA times each range with CUDA events, and " + why +
+                  "; use kCPU to record without CUDA timings");
+    }
+  }
   if (thread_session() != nullptr) throw Error("Profiler is already enabled on this thread");
 
   auto s = std::make_shared<LegacySession>();
@@ -239,6 +266,10 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
         session::WindowOptions w;
         w.epoch.record_all_threads = false;
         w.lenses = config.lenses;
+        if (config.state == LegacyProfilerState::kCUDA) {
+          // The threads that record into this profiler (the pointer is only compared).
+          w.cuda_event_threads = [session = s.get()] { return thread_session() == session; };
+        }
         s->recorder.start_window(w);
       } catch (...) {
         session::Recorder::release(s.get());

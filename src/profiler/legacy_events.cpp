@@ -9,9 +9,11 @@
 #include <ostream>
 #include <unordered_map>
 
+#include "backend/cuda_events.h"
 #include "export/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/legacy.h"
+#include "util/program_name.h"
 
 namespace opscope {
 namespace {
@@ -162,7 +164,7 @@ class Reader {
       }
       case static_cast<std::uint8_t>(ValueKind::kList): {
         const std::uint64_t n = varint(where);
-        need(where, n);  // every item takes at least its tag byte
+        need(where, n);                                   // every item takes at least its tag byte
         v.items.reserve(std::min<std::uint64_t>(n, 64));  // n is untrusted: grow as read
         for (std::uint64_t i = 0; i < n; ++i) {
           v.items.push_back(value(where + ", item " + std::to_string(i), depth + 1));
@@ -237,6 +239,15 @@ void LegacyEvent::set_memory_usage(std::int64_t bytes, Device device) {
   }
 }
 
+double LegacyEvent::cuda_elapsed_us(const LegacyEvent& end) const {
+  if (!has_cuda() || !end.has_cuda()) throw Error("Events were not recorded for CUDA");
+  if (device_ != end.device_) {
+    throw Error("Events are not on the same device: " + std::to_string(device_) + " vs " +
+                std::to_string(end.device_));
+  }
+  return static_cast<double>(end.cuda_ns_ - cuda_ns_) / 1000.0;
+}
+
 RecordedValue LegacyEvent::to_value() const {
   RecordedValue v;
   v.kind = ValueKind::kList;
@@ -260,7 +271,7 @@ RecordedValue LegacyEvent::to_value() const {
   v.items.push_back(cuda);
   v.items.push_back(int_value(cuda_memory_usage_));
   v.items.push_back(int_value(device_));
-  v.items.push_back(int_value(cuda_us_));
+  v.items.push_back(int_value(cuda_us()));
   RecordedValue shapes;
   shapes.kind = ValueKind::kList;
   for (const auto& s : shapes_) {
@@ -324,7 +335,13 @@ LegacyEvent LegacyEvent::from_value(const RecordedValue& value) {
                 std::to_string(device) + "; allowed: -1 to 127");
   }
   e.device_ = static_cast<std::int32_t>(device);
-  e.cuda_us_ = expect(f[kCudaUs], ValueKind::kInt, kCudaUs).i;
+  const std::int64_t cuda_us = expect(f[kCudaUs], ValueKind::kInt, kCudaUs).i;
+  if (cuda_us > std::numeric_limits<std::int64_t>::max() / 1000) {
+    throw Error("LegacyEvent::from_value: " + field_label(kCudaUs) + " is " +
+                std::to_string(cuda_us) + "; allowed: at most " +
+                std::to_string(std::numeric_limits<std::int64_t>::max() / 1000));
+  }
+  e.cuda_ns_ = cuda_us < 0 ? -1 : cuda_us * 1000;
   e.is_remote_ = true;
   return e;
 }
@@ -465,6 +482,7 @@ std::shared_ptr<const ProfilerResult> legacy_result(const ThreadEventLists& list
     std::int32_t thread;
   };
   std::map<std::pair<std::uint64_t, std::int64_t>, Open> open;
+  std::vector<backend::CudaEventSpan> spans;  // kCUDA: the ranges' CUDA-event times
   for (const auto& list : lists) {
     if (list.empty()) continue;
     const LegacyEvent& head = list.front();
@@ -502,6 +520,9 @@ std::shared_ptr<const ProfilerResult> legacy_result(const ThreadEventLists& list
           if (push.thread_id() != e.thread_id() || push.is_async()) {
             ev.kind = EventKind::kAsyncRange;
             ev.end_thread = thread;
+          } else if (push.has_cuda() && e.has_cuda() && push.device() == e.device()) {
+            spans.push_back(
+                {push.handle(), push.name(), push.device(), push.cuda_ns(), e.cuda_ns()});
           }
           if (!push.shapes().empty() || push.flops() >= 0) {
             EventDetail d;
@@ -541,6 +562,7 @@ std::shared_ptr<const ProfilerResult> legacy_result(const ThreadEventLists& list
       b.add_event(ev);
     }
   }
+  backend::add_cuda_event_spans(b, std::move(spans), util::program_name());
   if (first_ns <= last_ns) b.set_window(first_ns, last_ns);
   b.set_lenses(lenses);
   b.stats().events_dropped = unmatched + open.size();

@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "backend/cuda_events.h"
 #include "backend/cuda_probe.h"
+#include "collect/collector.h"
 #include "export/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
@@ -51,6 +53,9 @@ std::vector<std::string> unrecorded(const ProfilerConfig& c) {
     if (a == ActivityType::kCUDA && !activity_unavailable_reason(a).empty()) {
       out.emplace_back("cuda");
     }
+  }
+  if (c.experimental.cuda_event_timing && !cuda_event_timing_unavailable_reason().empty()) {
+    out.emplace_back("cuda events");
   }
   return out;
 }
@@ -98,6 +103,10 @@ std::vector<ActivityType> supported_activities() {
 std::string activity_unavailable_reason(ActivityType activity) {
   if (activity == ActivityType::kCUDA) return backend::cuda_probe().reason;
   return "";
+}
+
+std::string cuda_event_timing_unavailable_reason() {
+  return backend::cuda_event_timing_unavailable_reason();
 }
 
 struct Profiler::Impl {
@@ -173,6 +182,15 @@ struct Profiler::Impl {
             backend::cuda_probe().recordable) {
           w.cupti_path = backend::cuda_probe().cupti_path;
         }
+        if (config.experimental.cuda_event_timing &&
+            cuda_event_timing_unavailable_reason().empty()) {
+          // The ranges the window records: every thread's, or its members'.
+          if (config.experimental.record_all_threads) {
+            w.cuda_event_threads = [] { return true; };
+          } else {
+            w.cuda_event_threads = [] { return collect::thread_membership() != 0; };
+          }
+        }
         w.not_recorded = not_recorded;
         w.lenses = config.lenses;
         w.trace_call_stacks = config.experimental.verbose;
@@ -232,6 +250,7 @@ void Profiler::start() {
     for (const auto& n : m.not_recorded) {
       names += (names.empty() ? "" : "; ") + n;
       if (n == "cuda") names += " (" + activity_unavailable_reason(ActivityType::kCUDA) + ")";
+      if (n == "cuda events") names += " (" + cuda_event_timing_unavailable_reason() + ")";
     }
     warn("accepted but not recorded: " + names +
          " (listed in SessionStats::not_recorded and the trace's \"opscope_not_recorded\")");

@@ -57,6 +57,11 @@ void Recorder::start_window(const WindowOptions& options) {
                                                                 options.epoch.buffer_limit_bytes));
   }
 #endif
+  if (options.cuda_event_threads) {
+    backends_.push_back(std::make_unique<backend::CudaEventBackend>(
+        options.cuda_event_api != nullptr ? *options.cuda_event_api : backend::CudaEventApi::load(),
+        options.cuda_event_threads));
+  }
   for (const auto& b : backends_) b->prepare();
   start_ticks_ = internal::ticks();
   for (std::size_t i = 0; i < backends_.size(); ++i) {

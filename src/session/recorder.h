@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backend/activity_backend.h"
+#include "backend/cuda_events.h"
 #include "collect/collector.h"
 #include "opscope/result.h"
 
@@ -25,6 +27,12 @@ struct WindowOptions {
   bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
   // The CUPTI library that records the window's CUDA activity; empty: none is recorded.
   std::string cupti_path;
+  // Times ranges with CUDA events (backend::CudaEventBackend) on the threads for which this
+  // returns true, called at each range's start; empty: no range is timed so.
+  std::function<bool()> cuda_event_threads;
+  // The driver entry points that timing calls; nullptr: the CUDA driver's (loaded then). Tests
+  // give their own.
+  const backend::CudaEventApi* cuda_event_api = nullptr;
   std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
   LensSet lenses;                 // what ranges and allocation reports record besides their times
   bool trace_call_stacks = true;  // ExperimentalConfig::verbose, kept in the result

@@ -6,11 +6,16 @@
 // Checks, from the session's result: every launched kernel appears exactly once, on its stream,
 // with the runtime call that launched it (an ac2g flow from a cudaLaunchKernel on the launching
 // thread) and the range it was launched in ("External id" = the range's handle); the copies and
-// the memset are there with their bytes. Then times a launch unprofiled and with CUDA activity
+// the memset are there with their bytes; a cudaMalloc inside a range is that range's
+// CUDA memory in key_averages() ("CUDA Mem" columns), and the launching ranges have CUDA time.
+// The legacy profiler's kCUDA times a range around a kernel with CUDA events, and the time is
+// at least the kernel's. Then times a launch unprofiled and with CUDA activity
 // recorded (medians of many), for the issue's "at most 1 us more" target. Writes the trace to
 // argv[1]; exits 0 when every check passes, 1 otherwise (each failure printed).
 #include <cuda_runtime.h>
 
+#include <opscope/key_averages.h>
+#include <opscope/legacy.h>
 #include <opscope/profiler.h>
 #include <opscope/record_function.h>
 
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
 
   opscope::ProfilerConfig config;
   config.activities = {opscope::ActivityType::kCPU, opscope::ActivityType::kCUDA};
+  config.lenses.profile_memory = true;
   opscope::Profiler profiler(config);
   profiler.start();
   {
@@ -113,6 +119,11 @@ int main(int argc, char** argv) {
       launch(1);
     }
   }
+  float* scratch = nullptr;  // freed after the window
+  {
+    OPSCOPE_RECORD_FUNCTION("alloc");
+    cuda(cudaMalloc(&scratch, kN * sizeof(float)), "cudaMalloc in the window");
+  }
   {
     OPSCOPE_RECORD_FUNCTION("clear");
     cuda(cudaMemsetAsync(d[1], 0, kN * sizeof(float), streams[1]), "memset");
@@ -130,6 +141,7 @@ int main(int argc, char** argv) {
   const double profiled_ns = launch_ns(streams[0], d[0], 200);
   cuda(cudaDeviceSynchronize(), "synchronize");
   profiler.stop();
+  cuda(cudaFree(scratch), "cudaFree");
   profiler.export_chrome_trace(trace);
 
   const opscope::ProfilerResult& r = profiler.result();
@@ -182,6 +194,65 @@ int main(int argc, char** argv) {
   check(launches >= 2 * kKernelsPerStream, "cudaLaunchKernel calls: " + std::to_string(launches));
   check(flows_to_kernels >= 2 * kKernelsPerStream,
         "ac2g flows from a launch to a kernel: " + std::to_string(flows_to_kernels));
+  const opscope::KeyAverages averages = opscope::key_averages(r);
+  const std::string table = averages.table({.sort_by = "self_cuda_time_total", .row_limit = 20});
+  std::printf("%s", table.c_str());
+  std::int64_t allocated = 0;
+  bool launch_has_cuda_time = false;
+  for (const opscope::FunctionEventAvg& row : averages.rows()) {
+    if (row.key == "alloc") allocated = row.self_cuda_memory_usage;
+    if (row.key == "launch_on_stream_a") launch_has_cuda_time = row.self_cuda_time_total_ns > 0;
+  }
+  int cuda_allocations = 0;
+  for (const opscope::Event& e : events) {
+    const opscope::EventDetail* det = r.detail(e);
+    if (e.kind == opscope::EventKind::kMemory && det != nullptr &&
+        det->memory.device.type == opscope::DeviceType::kCUDA &&
+        det->memory.bytes == kN * 4 && e.parent >= 0 &&
+        events[static_cast<std::size_t>(e.parent)].name == "alloc") {
+      ++cuda_allocations;
+    }
+  }
+  check(allocated == kN * 4, "self CUDA memory of alloc: " + std::to_string(allocated) +
+                                 ", want " + std::to_string(kN * 4));
+  check(cuda_allocations == 1,
+        "CUDA allocations of alloc: " + std::to_string(cuda_allocations) + ", want 1");
+  check(table.find("CUDA Mem") != std::string::npos, "the table has no CUDA Mem column");
+  check(launch_has_cuda_time, "launch_on_stream_a has no self CUDA time");
+  // The legacy profiler, kCUDA: the range's CUDA-event time holds its kernels.
+  std::int64_t kernels_ns = 0;
+  for (const opscope::Event& e : events) {
+    if (e.kind == opscope::EventKind::kKernel && e.name.find("scale") != std::string_view::npos) {
+      kernels_ns = std::max<std::int64_t>(kernels_ns, e.duration_ns());
+    }
+  }
+  opscope::enable_profiler_legacy({.state = opscope::LegacyProfilerState::kCUDA});
+  {
+    OPSCOPE_RECORD_FUNCTION("legacy_timed");
+    for (int i = 0; i < 4; ++i) scale<<<(kN + 255) / 256, 256>>>(d[0], kN, 1.0f);
+  }
+  cuda(cudaDeviceSynchronize(), "synchronize");
+  const opscope::ThreadEventLists lists = opscope::disable_profiler_legacy();
+  double legacy_us = -1;
+  for (const auto& list : lists) {
+    for (const opscope::LegacyEvent& push : list) {
+      if (push.name() != "legacy_timed") continue;
+      for (const opscope::LegacyEvent& pop : list) {
+        if (pop.kind() == opscope::LegacyEventKind::kPopRange && pop.handle() == push.handle() &&
+            push.has_cuda() && pop.has_cuda()) {
+          legacy_us = push.cuda_elapsed_us(pop);
+        }
+      }
+    }
+  }
+  std::printf("legacy kCUDA: legacy_timed took %.1f us on the GPU (one such kernel: %.1f us)\n",
+              legacy_us, static_cast<double>(kernels_ns) / 1000.0);
+  check(legacy_us > 0, "the legacy profiler's kCUDA did not time legacy_timed");
+  check(legacy_us * 1000.0 >= 3.0 * static_cast<double>(kernels_ns),
+        "legacy_timed's CUDA time is less than its four kernels'");
+  const opscope::KeyAverages legacy_rows = opscope::key_averages(*opscope::legacy_result(lists));
+  std::printf("%s", legacy_rows.table().c_str());
+
   std::printf("launch: %.0f ns unprofiled, %.0f ns with CUDA activity recorded (+%.0f ns)\n",
               unprofiled_ns, profiled_ns, profiled_ns - unprofiled_ns);
   std::printf("events %zu, flows %zu, dropped %llu; trace %s\n", events.size(), r.flows().size(),

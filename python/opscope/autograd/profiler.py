@@ -35,9 +35,13 @@ class profile:
 
     Args:
         enabled (bool): Setting this to False makes this context manager a no-op.
-        use_cuda (bool): Enables timing of CUDA events; opscope records no CUDA yet, so this
-            warns "CUDA is not available, disabling CUDA profiling" as torch does on a
-            machine without CUDA.
+        use_cuda (bool): Times ranges on the GPU, as torch 1.13 does: with ``use_kineto=True``
+            and ``ProfilerActivity.CUDA`` in ``supported_activities()``, through CUPTI (kernels,
+            copies, runtime calls, and each range's CUDA time from the work it launched);
+            otherwise each range is timed with CUDA events (torch's KINETO_GPU_FALLBACK,
+            ``ExperimentalConfig(cuda_event_timing=True)``). Where neither can be done it warns
+            "CUDA is not available, disabling CUDA profiling", as torch does on a machine
+            without CUDA, followed by the reason.
         record_shapes (bool): record the inputs given to ranges.
         with_flops (bool): estimate FLOPs of ranges from their inputs.
         profile_memory (bool): record allocation reports.
@@ -75,10 +79,17 @@ class profile:
         self._session: Optional[_profiler.profile] = None
         if not self.use_cpu:
             raise ValueError("use_cpu=False is not supported: opscope records CPU ranges "
-                             "(and no CUDA yet)")
-        if self.use_cuda:
-            warnings.warn("CUDA is not available, disabling CUDA profiling")
-            self.use_cuda = False
+                             "always")
+        # As torch 1.13: CUPTI with use_kineto where it records, else CUDA events.
+        self._cuda_events = False
+        if self.use_cuda and not (use_kineto and _profiler.ProfilerActivity.CUDA
+                                  in _profiler.supported_activities()):
+            reason = _C.cuda_event_timing_unavailable_reason()
+            if reason:
+                warnings.warn(f"CUDA is not available, disabling CUDA profiling ({reason})")
+                self.use_cuda = False
+            else:
+                self._cuda_events = True
 
     @classmethod
     def _of_window(cls, events: EventList, **lenses) -> "profile":
@@ -92,11 +103,20 @@ class profile:
             return self
         if self.entered:
             raise RuntimeError("Profiler context manager is not reentrant")
+        activities = [_profiler.ProfilerActivity.CPU]
+        experimental_config = self.experimental_config
+        if self._cuda_events:  # the caller's config, with CUDA-event timing (not changed itself)
+            given = experimental_config or _profiler.ExperimentalConfig()
+            experimental_config = _profiler.ExperimentalConfig(
+                verbose=given.verbose, buffer_limit_bytes=given.buffer_limit_bytes,
+                record_all_threads=given.record_all_threads, cuda_event_timing=True)
+        elif self.use_cuda:
+            activities.append(_profiler.ProfilerActivity.CUDA)
         session = _profiler.profile(
-            activities=[_profiler.ProfilerActivity.CPU], record_shapes=self.record_shapes,
+            activities=activities, record_shapes=self.record_shapes,
             profile_memory=self.profile_memory, with_stack=self.with_stack,
             with_flops=self.with_flops, with_modules=self.with_modules,
-            experimental_config=self.experimental_config)
+            experimental_config=experimental_config)
         session.start()
         self._session = session
         self.entered = True
