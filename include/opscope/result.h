@@ -102,11 +102,6 @@ struct EventDetail {
   std::int64_t flops = -1;            // stated by the caller (RecordFunction::set_flops)
   MemoryUse memory;                   // for EventKind::kMemory
   GpuInfo gpu;                        // GPU kinds and kRuntime / kDriver
-  // The args of an event read from a trace that none of the fields above hold, as the JSON
-  // text of an object ({"Ev Idx": 3, ...}); empty when there were none. Exports write them
-  // back, so nothing a trace carried is lost. Stable for the result's lifetime (the result
-  // holds the text: ProfilerResult::Builder::keep_text).
-  std::string_view other_args;
 };
 
 struct ThreadInfo {
@@ -155,6 +150,10 @@ struct Event {
   std::int32_t next_sibling = -1;
   std::int32_t detail = -1;      // index into ProfilerResult::details(); -1: none
   std::int32_t end_thread = -1;  // kAsyncRange: the thread that ended it; -1 otherwise
+  // The args a trace gave the event that no field holds: an index for
+  // ProfilerResult::other_args(); -1: none. Kept beside the event rather than in an
+  // EventDetail, which most imported events would then need for this alone (168 bytes).
+  std::int32_t other_args = -1;
   EventKind kind = EventKind::kRange;
   RecordScope scope = RecordScope::kFunction;
   // The trace category when it is not the one kind and scope imply: an index into
@@ -207,6 +206,13 @@ class ProfilerResult {
     return e.detail < 0 ? nullptr : &details_[static_cast<std::size_t>(e.detail)];
   }
   const std::vector<EventDetail>& details() const { return details_; }
+  // The args of an event read from a trace that no field of the model holds, as the JSON text
+  // of an object ({"Ev Idx":3,...}); empty when there were none. Exports write those of GPU
+  // work and runtime calls back, so what a trace carried is not lost.
+  std::string_view other_args(const Event& e) const {
+    return e.other_args < 0 ? std::string_view()
+                            : other_args_[static_cast<std::size_t>(e.other_args)];
+  }
   // Distinct call stacks, each innermost frame first.
   const std::vector<std::vector<StackFrame>>& stacks() const { return stacks_; }
 
@@ -227,6 +233,7 @@ class ProfilerResult {
  private:
   std::vector<Event> events_;
   std::vector<EventDetail> details_;
+  std::vector<std::string_view> other_args_;  // texts in text_blocks_
   std::vector<std::vector<StackFrame>> stacks_;
   std::vector<std::string> categories_{""};
   std::vector<ProcessInfo> processes_;
@@ -311,6 +318,9 @@ class ProfilerResult::Builder {
   std::string_view keep_text(std::string_view text);
   // Adds lens data and returns its index for Event::detail.
   std::int32_t add_detail(EventDetail detail);
+  // Keeps the JSON text of an args object (see ProfilerResult::other_args) and returns its
+  // index for Event::other_args; -1 for an empty text.
+  std::int32_t add_other_args(std::string_view json_object);
   // Adds a distinct stack (innermost first) and returns its index for EventDetail::stack.
   std::int32_t add_stack(std::vector<StackFrame> frames);
   void set_lenses(const LensSet& lenses);
@@ -331,6 +341,8 @@ class ProfilerResult::Builder {
     std::int64_t time_ns = 0;
   };
   void add_flow(std::string_view category, std::int64_t id, FlowEnd from, FlowEnd to);
+  // Room for `flows` add_flow() calls (an importer knows how many it has).
+  void reserve_flows(std::size_t flows);
   SessionStats& stats();
 
   // Sorts, nests, and hands over the result. The builder is empty afterwards.
@@ -346,6 +358,7 @@ class ProfilerResult::Builder {
   };
   std::shared_ptr<ProfilerResult> result_;
   std::vector<PendingFlow> flows_;
+  std::vector<std::string_view> flow_categories_;  // kept, one of each
 };
 
 }  // namespace opscope

@@ -47,15 +47,13 @@ std::string memory_kernel_type(std::string_view name) {
 }
 
 // The event's "memory bandwidth (GB/s)" arg, which the model keeps among the args it has no
-// field for (EventDetail::other_args); 0 without one, HTA's default. The reader writes that
+// field for (ProfilerResult::other_args); 0 without one, HTA's default. The reader writes that
 // text itself, each key right after "{" or "," and followed by ":" and the value's JSON text,
 // so finding the key there is exact (a string value holding the words has its quotes
 // escaped) and needs no JSON parser here, below the export layer.
 double memory_bandwidth(const ProfilerResult& r, const Event& e) {
   static constexpr std::string_view kKey = "\"memory bandwidth (GB/s)\":";
-  const EventDetail* d = r.detail(e);
-  if (d == nullptr) return 0.0;
-  const std::string_view args = d->other_args;
+  const std::string_view args = r.other_args(e);
   for (std::size_t at = args.find(kKey); at != std::string_view::npos;
        at = args.find(kKey, at + 1)) {
     if (at == 0 || (args[at - 1] != '{' && args[at - 1] != ',')) continue;

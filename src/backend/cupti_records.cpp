@@ -382,7 +382,7 @@ void CuptiRecords::emit(ProfilerResult::Builder& builder) {
         }
       }
     }
-    if (!p.other_args.empty()) d.other_args = builder.keep_text(p.other_args);
+    e.other_args = builder.add_other_args(p.other_args);
     e.detail = builder.add_detail(std::move(d));
     builder.add_event(e);
   }

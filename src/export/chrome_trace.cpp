@@ -346,7 +346,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
 }
 
 // The args of GPU work and of runtime and driver calls, with Kineto's keys, then whatever
-// else the trace they were read from carried (EventDetail::other_args).
+// else the trace they were read from carried (ProfilerResult::other_args).
 void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
   w.set_need_comma(true);
   w.key("args");
@@ -374,14 +374,14 @@ void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
     field("registers per thread", g.registers_per_thread);
     field("shared memory", g.shared_memory);
     field("bytes", g.bytes);
-    // {"a":1,...}: its members go on after the fields above.
-    const std::string_view other = d->other_args;
-    if (other.size() > 2 && other.front() == '{' && other.back() == '}') {
-      // Its members are JSON already: spliced in, with a comma when fields came before.
-      if (w.view().back() != '{') w.append(",");
-      w.append(other.substr(1, other.size() - 2));
-      w.set_need_comma(true);
-    }
+  }
+  // {"a":1,...}: its members go on after the fields above.
+  const std::string_view other = r.other_args(e);
+  if (other.size() > 2 && other.front() == '{' && other.back() == '}') {
+    // Its members are JSON already: spliced in, with a comma when fields came before.
+    if (w.view().back() != '{') w.append(",");
+    w.append(other.substr(1, other.size() - 2));
+    w.set_need_comma(true);
   }
   w.end_object();
 }

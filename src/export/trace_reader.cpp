@@ -3,7 +3,7 @@
 // The file is read whole (gzip inflated with libdeflate straight into simdjson's padded
 // buffer) and walked once with simdjson's On-Demand API, which parses only what is asked for:
 // each event's fields are visited in document order and values the model does not hold are
-// kept as their raw JSON text (EventDetail::other_args). Numbers that are times are taken
+// kept as their raw JSON text (ProfilerResult::other_args). Numbers that are times are taken
 // from their text, not through a double: Kineto writes microseconds with a nanosecond
 // fraction (1682725898236567.123), more digits than a double holds.
 //
@@ -521,7 +521,7 @@ class Reader {
 
   // Reads the args object: the fields the model holds go to `e` and `d`; every other arg, and
   // a known one whose value is not what the field holds (AMD's "stream": "0x0"), is kept as
-  // JSON text in d.other_args. Returns whether `d` holds anything.
+  // JSON text for e.other_args. Returns whether `d` holds anything.
   bool read_args(std::string_view raw, Event& e, EventDetail& d, bool gpu_side) {
     if (raw.empty() || raw == "{}") return false;
     od::document doc;
@@ -588,10 +588,7 @@ class Reader {
       if (kept) continue;
       add_other_arg(other, key, value_raw);
     }
-    if (!other.empty()) {
-      d.other_args = keep_other_args(other);
-      any = true;
-    }
+    if (!other.empty()) e.other_args = keep_other_args(other);
     return any;
   }
 
@@ -607,9 +604,9 @@ class Reader {
     other += "\":";
     other += value;
   }
-  std::string_view keep_other_args(std::string& other) {
+  std::int32_t keep_other_args(std::string& other) {
     other += "}";
-    return builder_.keep_text(other);
+    return builder_.add_other_args(other);
   }
 
   template <typename Field>  // od::field, or the simdjson_result of one an iteration gives
@@ -661,7 +658,7 @@ class Reader {
     e.thread = thread_index(pid, tid);
     if (cat != "cpu_instant_event") e.category = builder_.category(cat);
     EventDetail d;
-    if (name == "[memory]" && cat == "cpu_instant_event" && read_memory_args(args, d)) {
+    if (name == "[memory]" && cat == "cpu_instant_event" && read_memory_args(args, e, d)) {
       e.kind = EventKind::kMemory;
       e.category = 0;
       memory_events_ = true;
@@ -675,9 +672,9 @@ class Reader {
   // An allocation report as Kineto writes it (and opscope: chrome_trace.cpp): "Device Type"
   // (c10's: CPU 0, CUDA 1, MKLDNN 2, IDEEP 5, HIP 6), "Device Id", "Addr", "Bytes" (negative
   // on free), "Total Allocated", "Total Reserved"; opscope's "opscope action": "version" marks
-  // an in-place write. Other args are kept. False (and `d` untouched) when "Bytes" is missing
+  // an in-place write. Other args are kept. False (and `e`, `d` untouched) when "Bytes" is missing
   // or the device is none of those: the event stays an instant with all its args.
-  bool read_memory_args(std::string_view raw, EventDetail& d) {
+  bool read_memory_args(std::string_view raw, Event& e, EventDetail& d) {
     if (raw.empty()) return false;
     od::document doc;
     check(iterate_within(args_parser_, raw).get(doc), "\"args\" of a [memory] event");
@@ -720,7 +717,7 @@ class Reader {
     m.action = version ? MemoryAction::kVersion
                        : (m.bytes < 0 ? MemoryAction::kFree : MemoryAction::kAllocate);
     d.memory = m;
-    if (!other.empty()) d.other_args = keep_other_args(other);
+    if (!other.empty()) e.other_args = keep_other_args(other);
     return true;
   }
 
@@ -776,6 +773,31 @@ class Reader {
     }
   }
 
+  // The flows whose two ends were read, to the builder in the order of their category's name
+  // and id, whatever order the hash map keeps. The map (its nodes are most of a flow's memory)
+  // is gone before the builder gets them: this is a read's peak of memory.
+  void hand_over_flows() {
+    std::vector<PendingFlow> flows;
+    flows.reserve(flows_.size());
+    for (const auto& [key, f] : flows_) {
+      if (f.has_start && f.end_thread >= 0) flows.push_back(f);
+    }
+    flows_ = {};
+    std::vector<std::uint32_t> rank(flow_categories_.size());  // of each category's name
+    for (std::uint32_t c = 0; c < rank.size(); ++c) {
+      for (const std::string& other : flow_categories_) rank[c] += other < flow_categories_[c];
+    }
+    std::sort(flows.begin(), flows.end(), [&](const PendingFlow& a, const PendingFlow& b) {
+      if (a.category != b.category) return rank[a.category] < rank[b.category];
+      return a.id < b.id;
+    });
+    builder_.reserve_flows(flows.size());
+    for (const PendingFlow& f : flows) {
+      builder_.add_flow(flow_categories_[f.category], f.id, {f.thread, f.ts},
+                        {f.end_thread, f.end_ts});
+    }
+  }
+
   std::shared_ptr<const ProfilerResult> build() {
     // The recording process: the one with the most CPU ops (its threads get pid -1).
     std::int64_t own_pid = 0;
@@ -806,24 +828,7 @@ class Reader {
       }
       builder_.add_thread(std::move(info));
     }
-    // In the order of their category's name and id, whatever order the hash map keeps.
-    std::vector<const PendingFlow*> flows;
-    flows.reserve(flows_.size());
-    for (const auto& [key, f] : flows_) {
-      if (f.has_start && f.end_thread >= 0) flows.push_back(&f);
-    }
-    std::vector<std::uint32_t> rank(flow_categories_.size());  // of each category's name
-    for (std::uint32_t c = 0; c < rank.size(); ++c) {
-      for (const std::string& other : flow_categories_) rank[c] += other < flow_categories_[c];
-    }
-    std::sort(flows.begin(), flows.end(), [&](const PendingFlow* a, const PendingFlow* b) {
-      if (a->category != b->category) return rank[a->category] < rank[b->category];
-      return a->id < b->id;
-    });
-    for (const PendingFlow* f : flows) {
-      builder_.add_flow(flow_categories_[f->category], f->id, {f->thread, f->ts},
-                        {f->end_thread, f->end_ts});
-    }
+    hand_over_flows();
     std::int64_t first = std::numeric_limits<std::int64_t>::max();
     std::int64_t last = std::numeric_limits<std::int64_t>::min();
     builder_.apply_links([&](Event& e) {

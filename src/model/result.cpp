@@ -29,6 +29,10 @@ std::int32_t ProfilerResult::Builder::find_thread(std::uint64_t tid, std::int64_
   return -1;
 }
 
+// Event::other_args took the padding at its end; a field more makes every recorded and
+// imported event bigger (stop() writes 104 bytes an event: bench/RESULTS.md).
+static_assert(sizeof(void*) != 8 || sizeof(Event) == 104, "Event grew");
+
 std::string_view ProfilerResult::Builder::keep(std::string_view name) {
   return result_->names_.emplace_back(name);
 }
@@ -70,6 +74,12 @@ std::int32_t ProfilerResult::Builder::add_detail(EventDetail detail) {
   return static_cast<std::int32_t>(result_->details_.size() - 1);
 }
 
+std::int32_t ProfilerResult::Builder::add_other_args(std::string_view json_object) {
+  if (json_object.empty()) return -1;
+  result_->other_args_.push_back(keep_text(json_object));
+  return static_cast<std::int32_t>(result_->other_args_.size() - 1);
+}
+
 std::int32_t ProfilerResult::Builder::add_stack(std::vector<StackFrame> frames) {
   result_->stacks_.push_back(std::move(frames));
   return static_cast<std::int32_t>(result_->stacks_.size() - 1);
@@ -107,9 +117,17 @@ void ProfilerResult::Builder::add_process(ProcessInfo process) {
   result_->processes_.push_back(std::move(process));
 }
 
+void ProfilerResult::Builder::reserve_flows(std::size_t flows) { flows_.reserve(flows); }
+
 void ProfilerResult::Builder::add_flow(std::string_view category, std::int64_t id, FlowEnd from,
                                        FlowEnd to) {
-  flows_.push_back({keep(category), id, from, to});
+  // A result has a handful of flow categories ("ac2g", "fwdbwd"): each kept once.
+  auto kept = std::find(flow_categories_.begin(), flow_categories_.end(), category);
+  if (kept == flow_categories_.end()) {
+    flow_categories_.push_back(keep(category));
+    kept = flow_categories_.end() - 1;
+  }
+  flows_.push_back({*kept, id, from, to});
 }
 
 SessionStats& ProfilerResult::Builder::stats() { return result_->stats_; }
@@ -311,7 +329,7 @@ void ProfilerResult::Builder::resolve_flows() {
   for (const PendingFlow& f : flows_) {
     result_->flows_.push_back({f.category, f.id, holder(f.from), holder(f.to)});
   }
-  flows_.clear();
+  flows_ = {};  // its memory too: a trace's flows can be a million
 }
 
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {

@@ -258,9 +258,8 @@ TEST(CuptiRecords, CopiesSetsSyncsAndAllocations) {
   ASSERT_TRUE(copy && set && sync && memory && malloc_call);
   EXPECT_EQ(copy->kind, EventKind::kMemcpy);
   EXPECT_EQ(r->detail(*copy)->gpu.bytes, 4096);
-  EXPECT_NE(r->detail(*copy)->other_args.find("\"memory bandwidth (GB/s)\":2.048"),
-            std::string_view::npos)
-      << r->detail(*copy)->other_args;
+  EXPECT_NE(r->other_args(*copy).find("\"memory bandwidth (GB/s)\":2.048"), std::string_view::npos)
+      << r->other_args(*copy);
   EXPECT_EQ(set->kind, EventKind::kMemset);
   EXPECT_EQ(r->category(*sync), "cuda_sync");
   EXPECT_EQ(sync->thread, copy->thread);  // stream 7 of device 0, found from context 1
