@@ -345,6 +345,16 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   }
 }
 
+// The members of an event's other args (ProfilerResult::other_args: {"a":1,...}, JSON
+// already), spliced into the args object being written after what it holds so far.
+void splice_other_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
+  const std::string_view other = r.other_args(e);
+  if (other.size() <= 2 || other.front() != '{' || other.back() != '}') return;
+  if (w.view().back() != '{') w.append(",");
+  w.append(other.substr(1, other.size() - 2));
+  w.set_need_comma(true);
+}
+
 // The args of GPU work and of runtime and driver calls, with Kineto's keys, then whatever
 // else the trace they were read from carried (ProfilerResult::other_args).
 void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
@@ -375,14 +385,7 @@ void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
     field("shared memory", g.shared_memory);
     field("bytes", g.bytes);
   }
-  // {"a":1,...}: its members go on after the fields above.
-  const std::string_view other = r.other_args(e);
-  if (other.size() > 2 && other.front() == '{' && other.back() == '}') {
-    // Its members are JSON already: spliced in, with a comma when fields came before.
-    if (w.view().back() != '{') w.append(",");
-    w.append(other.substr(1, other.size() - 2));
-    w.set_need_comma(true);
-  }
+  splice_other_args(w, r, e);
   w.end_object();
 }
 
@@ -414,8 +417,9 @@ void write_flows(JsonWriter& w, const ProfilerResult& r,
   }
 }
 
-// A "[memory]" instant's args, as Kineto writes them.
-void write_memory_args(JsonWriter& w, const MemoryUse& m) {
+// A "[memory]" instant's args, as Kineto writes them, then the other args it was read with;
+// closes the event.
+void write_memory_args(JsonWriter& w, const ProfilerResult& r, const Event& e, const MemoryUse& m) {
   w.set_need_comma(true);
   w.key("args");
   w.begin_object();
@@ -435,6 +439,7 @@ void write_memory_args(JsonWriter& w, const MemoryUse& m) {
     w.key("opscope action");
     w.string("version");
   }
+  splice_other_args(w, r, e);
   w.end_object();
   w.end_object();
 }
@@ -532,9 +537,10 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
         p = put(p, R"(,"dur":)");
         p = put_micros(p, e.end_ns - e.start_ns);
         p = put_args(p, e);
-        if (e.detail >= 0) [[unlikely]] {
+        if (e.detail >= 0 || e.other_args >= 0) [[unlikely]] {
           w.commit(p);
-          write_detail_args(w, r, e, symbolizer);
+          if (e.detail >= 0) write_detail_args(w, r, e, symbolizer);
+          splice_other_args(w, r, e);
           p = w.reserve(8);
         }
         p = put(p, "}}");
@@ -543,9 +549,10 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
         p = put(p, R"(,"id":)");
         p = put_uint(p, e.handle);
         p = put_args(p, e);
-        if (e.detail >= 0) [[unlikely]] {
+        if (e.detail >= 0 || e.other_args >= 0) [[unlikely]] {
           w.commit(p);
-          write_detail_args(w, r, e, symbolizer);
+          if (e.detail >= 0) write_detail_args(w, r, e, symbolizer);
+          splice_other_args(w, r, e);
           p = w.reserve(kEventSlack + 2 * padded(prefix.size()));
         }
         p = put(p, "}},\n");
@@ -558,12 +565,19 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
         break;
       }
       case EventKind::kInstant:
+        if (e.other_args >= 0) [[unlikely]] {
+          w.commit(p);
+          w.append(R"(,"args":{)");
+          splice_other_args(w, r, e);
+          w.append("}");
+          p = w.reserve(8);
+        }
         p = put(p, "}");
         break;
       case EventKind::kMemory:
         w.commit(p);
         if (const EventDetail* d = r.detail(e)) {
-          write_memory_args(w, d->memory);
+          write_memory_args(w, r, e, d->memory);
         } else {
           w.append("}");
         }

@@ -111,15 +111,17 @@ TEST(TraceReader, EverySharedTraceReadsAndRoundTrips) {
     const std::string exported = chrome_trace_json(*r);
     const std::string again_path = write_file("again.json", exported);
     const auto again = read_trace(again_path);
-    // The same events on the same (pid, tid), whatever the order of those that tie.
+    // The same events on the same (pid, tid), whatever the order of those that tie, with the
+    // args the model has no field for.
     using Row = std::tuple<std::int64_t, std::uint64_t, std::int64_t, std::int64_t, std::string,
-                           std::string, int>;
+                           std::string, int, std::string>;
     const auto rows = [](const ProfilerResult& x) {
       std::vector<Row> v;
       for (const Event& e : x.events()) {
         const ThreadInfo& t = x.threads()[static_cast<std::size_t>(e.thread)];
         v.emplace_back(x.pid_of(t), t.tid, e.start_ns - x.start_time_ns(), e.end_ns - e.start_ns,
-                       std::string(e.name), std::string(x.category(e)), static_cast<int>(e.kind));
+                       std::string(e.name), std::string(x.category(e)), static_cast<int>(e.kind),
+                       std::string(x.other_args(e)));
       }
       std::sort(v.begin(), v.end());
       return v;
