@@ -207,8 +207,8 @@ class ProfilerResult {
   }
   const std::vector<EventDetail>& details() const { return details_; }
   // The args of an event read from a trace that no field of the model holds, as the JSON text
-  // of an object ({"Ev Idx":3,...}); empty when there were none. Exports write those of GPU
-  // work and runtime calls back, so what a trace carried is not lost.
+  // of an object ({"Ev Idx":3,...}); empty when there were none. The Chrome export writes
+  // them back into the event's args, so what a trace carried is not lost.
   std::string_view other_args(const Event& e) const {
     return e.other_args < 0 ? std::string_view()
                             : other_args_[static_cast<std::size_t>(e.other_args)];

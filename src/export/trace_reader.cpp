@@ -672,8 +672,8 @@ class Reader {
   // An allocation report as Kineto writes it (and opscope: chrome_trace.cpp): "Device Type"
   // (c10's: CPU 0, CUDA 1, MKLDNN 2, IDEEP 5, HIP 6), "Device Id", "Addr", "Bytes" (negative
   // on free), "Total Allocated", "Total Reserved"; opscope's "opscope action": "version" marks
-  // an in-place write. Other args are kept. False (and `e`, `d` untouched) when "Bytes" is missing
-  // or the device is none of those: the event stays an instant with all its args.
+  // an in-place write. Other args are kept. False (and `e`, `d` untouched) when "Bytes" is
+  // missing or the device is none of those: the event stays an instant with all its args.
   bool read_memory_args(std::string_view raw, Event& e, EventDetail& d) {
     if (raw.empty()) return false;
     od::document doc;
