@@ -309,7 +309,8 @@ class ProfilerResult::Builder {
   // Room for about `events` events and as many details, not yet touched (a trace reader's
   // estimate from the file's size).
   void reserve_for_import(std::size_t events);
-  // Calls `fn` on every event added so far (for attaching side data before finish()).
+  // Calls `fn` on every event added so far (for attaching side data before finish(); it must
+  // not change an event's thread).
   template <typename Fn>
   void apply_links(Fn&& fn) {
     for (Event& e : result_->events_) fn(e);
@@ -359,6 +360,11 @@ class ProfilerResult::Builder {
   std::shared_ptr<ProfilerResult> result_;
   std::vector<PendingFlow> flows_;
   std::vector<std::string_view> flow_categories_;  // kept, one of each
+  // Of the events added, for finish()'s sort: whether their threads never decreased, the
+  // last one's thread and the largest.
+  bool grouped_ = true;
+  std::int32_t last_thread_ = 0;
+  std::int32_t max_thread_ = 0;
 };
 
 }  // namespace opscope

@@ -92,6 +92,42 @@ TEST(ResultOrder, SortsEventsAddedInRandomOrder) {
   expect_ordered_and_complete(*b.finish(), events.size());
 }
 
+// Self time is the duration less the children's, never below 0: children that overlap
+// (clock skew, ranges ended out of order) can claim more than their parent lasted. Checked on
+// a builder used a second time, after a result whose threads were interleaved.
+TEST(ResultOrder, SelfTimeNeverGoesBelowZeroAndABuilderCanBeReused) {
+  ProfilerResult::Builder b;
+  b.add_thread({1, "a"});
+  b.add_thread({2, "b"});
+  const auto add = [&](std::int32_t thread, std::int64_t start, std::int64_t end,
+                       std::uint64_t handle) {
+    Event e;
+    e.name = "r";
+    e.thread = thread;
+    e.start_ns = start;
+    e.end_ns = end;
+    e.handle = handle;
+    b.add_event(e);
+  };
+  add(1, 0, 10, 1);
+  add(0, 0, 10, 2);
+  expect_ordered_and_complete(*b.finish(), 2);
+
+  add(0, 0, 60, 11);    // child, ended first
+  add(0, 40, 100, 12);  // overlaps it: also a child of the parent
+  add(0, 0, 100, 10);   // parent: 100 - 60 - 60 < 0
+  add(1, 5, 20, 21);    // a lone range on the other thread, still open at the end
+  const auto r = b.finish();
+  expect_ordered_and_complete(*r, 4);
+  std::map<std::uint64_t, const Event*> by_handle;
+  for (const Event& e : r->events()) by_handle[e.handle] = &e;
+  EXPECT_EQ(by_handle[10]->self_ns, 0);
+  EXPECT_EQ(by_handle[11]->self_ns, 60);
+  EXPECT_EQ(by_handle[12]->self_ns, 60);
+  EXPECT_EQ(by_handle[12]->parent, by_handle[11]->parent);
+  EXPECT_EQ(by_handle[21]->self_ns, 15);
+}
+
 TEST(ResultOrder, SortsWindowLongRangesThatEndLast) {
   ProfilerResult::Builder b;
   b.add_thread({1, "a"});
