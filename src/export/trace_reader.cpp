@@ -540,8 +540,6 @@ class Reader {
     std::string& other = other_args_;  // one buffer for every event: its text is kept (copied)
     other.clear();
     for (auto f : o) {
-      // The key as it is written (escapes and all): the args are parsed in place, so its text
-      // runs from just after its opening quote to the last quote before the value.
       std::string_view key, value_raw;
       read_arg(f, key, value_raw);
       std::int64_t n = 0;
@@ -592,9 +590,6 @@ class Reader {
     return any;
   }
 
-  // One field of an args object: its key as it is written (escapes and all: the args are
-  // parsed in place, so the key's text runs from just after its opening quote to the last
-  // quote before the value) and its value's JSON text.
   // An arg no field holds, appended to the object text `other` is building (key already
   // escaped as JSON, as it was written); keep_other_args closes the object and keeps it.
   static void add_other_arg(std::string& other, std::string_view key, std::string_view value) {
@@ -609,6 +604,9 @@ class Reader {
     return builder_.add_other_args(other);
   }
 
+  // One field of an args object: its key as it is written (escapes and all: the args are
+  // parsed in place, so the key's text runs from just after its opening quote to the last
+  // quote before the value) and its value's JSON text.
   template <typename Field>  // od::field, or the simdjson_result of one an iteration gives
   void read_arg(Field& f, std::string_view& key, std::string_view& value_raw) {
     simdjson::ondemand::raw_json_string raw_key;
@@ -682,7 +680,8 @@ class Reader {
     if (doc.get_object().get(o) != simdjson::SUCCESS) return false;
     MemoryUse m;
     bool has_bytes = false, device_known = true, version = false;
-    std::string other;
+    std::string& other = other_args_;
+    other.clear();
     for (auto f : o) {
       std::string_view key, value_raw;
       read_arg(f, key, value_raw);
@@ -852,7 +851,8 @@ class Reader {
   od::parser args_parser_;
   ProfilerResult::Builder builder_;
   const char* last_event_at_ = nullptr;
-  std::string other_args_;        // read_args_object()'s buffer
+  std::string other_args_;        // the other args being gathered (read_args_object() and
+                                  // read_memory_args()), kept by keep_other_args()
   EventDetail detail_;            // read_event()'s, for a complete event's args
   bool streamed_ = false;         // json_ is a piece of the text, read_streaming()
   std::int64_t offset_base_ = 0;  // offset_of()

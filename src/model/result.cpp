@@ -365,8 +365,6 @@ std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
         close();
       }
       if (!open.empty()) e.parent = open.back();
-      e.self_ns = std::max<std::int64_t>(e.self_ns, 0);
-      continue;
     }
     if (e.kind != EventKind::kRange) {
       e.self_ns = std::max<std::int64_t>(e.self_ns, 0);
@@ -402,9 +400,8 @@ std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
   resolve_flows();
 
   std::shared_ptr<const ProfilerResult> out = std::move(result_);
-  result_ = std::make_shared<ProfilerResult>();
-  grouped_ = true;
-  last_thread_ = max_thread_ = 0;
+  // Everything starts again, the kept flow categories too (their text is in `out`).
+  *this = Builder();
   return out;
 }
 

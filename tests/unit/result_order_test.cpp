@@ -111,12 +111,16 @@ TEST(ResultOrder, SelfTimeNeverGoesBelowZeroAndABuilderCanBeReused) {
   };
   add(1, 0, 10, 1);
   add(0, 0, 10, 2);
-  expect_ordered_and_complete(*b.finish(), 2);
+  b.add_flow("ac2g", 1, {0, 5}, {1, 5});
+  expect_ordered_and_complete(*b.finish(), 2);  // freed here, with its kept texts
+  b.add_thread({1, "a"});
+  b.add_thread({2, "b"});
 
   add(0, 0, 60, 11);    // child, ended first
   add(0, 40, 100, 12);  // overlaps it: also a child of the parent
   add(0, 0, 100, 10);   // parent: 100 - 60 - 60 < 0
   add(1, 5, 20, 21);    // a lone range on the other thread, still open at the end
+  b.add_flow("ac2g", 2, {0, 50}, {1, 10});
   const auto r = b.finish();
   expect_ordered_and_complete(*r, 4);
   std::map<std::uint64_t, const Event*> by_handle;
@@ -126,6 +130,9 @@ TEST(ResultOrder, SelfTimeNeverGoesBelowZeroAndABuilderCanBeReused) {
   EXPECT_EQ(by_handle[12]->self_ns, 60);
   EXPECT_EQ(by_handle[12]->parent, by_handle[11]->parent);
   EXPECT_EQ(by_handle[21]->self_ns, 15);
+  ASSERT_EQ(r->flows().size(), 1u);  // its category kept again, not the freed result's text
+  EXPECT_EQ(r->flows()[0].category, "ac2g");
+  EXPECT_EQ(r->flows()[0].id, 2);
 }
 
 TEST(ResultOrder, SortsWindowLongRangesThatEndLast) {
