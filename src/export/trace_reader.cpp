@@ -1,26 +1,31 @@
 // read_trace(): a Chrome / Kineto trace file (.json or .json.gz) into a ProfilerResult.
 //
-// The file is read whole (gzip inflated with libdeflate straight into simdjson's padded
-// buffer) and walked once with simdjson's On-Demand API, which parses only what is asked for:
-// each event's fields are visited in document order and values the model does not hold are
-// kept as their raw JSON text (ProfilerResult::other_args). Numbers that are times are taken
-// from their text, not through a double: Kineto writes microseconds with a nanosecond
-// fraction (1682725898236567.123), more digits than a double holds.
+// The text comes in chunks (TextChunks: read 64 KiB at a time, or a gzip text inflated at once
+// by libdeflate), StreamSplitter cuts its events array into pieces of about 64 KiB between
+// events, and each piece is walked with simdjson's On-Demand API, which parses only what is
+// asked for: each event's fields are visited in document order and values the model does not
+// hold are kept as their raw JSON text (ProfilerResult::other_args). The top-level keys around
+// the events are read last. The buffers are kept from piece to piece, so neither the text nor
+// simdjson's index of it is ever held whole: the memory a read writes fresh is the model it
+// builds (on this project's VM, fresh memory is most of what reading costs). Numbers that are
+// times are taken from their text, not through a double: Kineto writes microseconds with a
+// nanosecond fraction (1682725898236567.123), more digits than a double holds.
 //
-// A text over 256 MiB is streamed instead (read_trace_streaming): StreamSplitter cuts its
-// events array into pieces between events as the file is read, each piece is parsed and read
-// like the whole text would be, and the top-level keys around the array are read last; neither
-// the text nor simdjson's index of it is ever held whole (a 270 MB trace: 440 MB peak against
-// 880 MB read whole, 20 % more time).
+// A malformed text is read again whole (read_trace_whole), so that the strict parser names the
+// very byte; a piece can only name the event.
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -120,6 +125,16 @@ struct Id {
   }
 };
 
+// How the text is read (read_streaming): in chunks of at most kChunkBytes, its events array
+// parsed in pieces of about kPieceBytes, into buffers kept from piece to piece; the memory a
+// read writes fresh is then the model it builds, whatever the trace's size. Small pieces cost
+// less than large ones (on the 9.8 MB trace of bench/analyze_bench.py, 64 KiB: 2,900 pages of
+// fresh memory; 1 MiB: 4,500; the whole text: 6,700). A gzip text up to kInflateWholeUpTo is
+// inflated at once, by libdeflate; a larger one by zlib, as it is read.
+constexpr std::size_t kChunkBytes = std::size_t{64} << 10;
+constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
+constexpr std::int64_t kInflateWholeUpTo = std::int64_t{256} << 20;
+
 class Reader {
  public:
   // `text_size`: the size of the trace's text, to make room for its events up front.
@@ -141,12 +156,14 @@ class Reader {
   // The document in pieces of about `batch_bytes` (StreamSplitter): each piece of the events
   // array parsed and read as it comes, then the rest of the document (its top-level keys
   // around an emptied traceEvents).
-  std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes);
+  std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes,
+                                                       std::size_t chunk_bytes);
 
  private:
   // Walks the top-level object of json_. With `events_read`, its traceEvents is the emptied
   // array of a streamed document, whose events were read already.
   void read_top(bool events_read) {
+    doc_ = std::string_view(json_.data(), json_.size());
     od::parser parser;
     od::document doc;
     check(parser.iterate(json_).get(doc), "the start of the document");
@@ -211,11 +228,11 @@ class Reader {
     }
   }
 
-  // The byte of the trace's JSON text that `p` (in json_) stands for: json_ may be a piece of
+  // The byte of the trace's JSON text that `p` (in doc_) stands for: doc_ may be a piece of
   // it (offset_base_), or its top-level keys with the events cut out (those after the cut, from
   // split_at_ on, stand split_shift_ bytes further).
   std::int64_t offset_of(const char* p) const {
-    const auto at = static_cast<std::int64_t>(p - json_.data());
+    const auto at = static_cast<std::int64_t>(p - doc_.data());
     return offset_base_ + at + (at >= split_at_ ? split_shift_ : 0);
   }
   struct Thread {
@@ -245,8 +262,8 @@ class Reader {
   // Parses a value's text that lies inside the document, in place: the document's padding
   // lies beyond any of its parts, so no padded copy is needed.
   simdjson::simdjson_result<od::document> iterate_within(od::parser& p, std::string_view text) {
-    const char* end = json_.data() + json_.size();
-    if (text.data() < json_.data() || text.data() + text.size() > end) {
+    const char* end = doc_.data() + doc_.size();
+    if (text.data() < doc_.data() || text.data() + text.size() > end) {
       fail(path_, "internal error: a value outside the document");
     }
     return p.iterate(text.data(), text.size(),
@@ -264,9 +281,8 @@ class Reader {
     if (code == simdjson::SUCCESS) return;
     // The strict parser names the exact byte when json_ is the whole text; a piece of a
     // streamed one is named by its event.
-    internal::fail_malformed(
-        path_, streamed_ ? std::string_view() : std::string_view(json_.data(), json_.size()), code,
-        at_event(), expected);
+    internal::fail_malformed(path_, streamed_ ? std::string_view() : doc_, code, at_event(),
+                             expected);
   }
 
   // A JSON number or a string of digits as an integer id; anything else keeps its text.
@@ -534,7 +550,7 @@ class Reader {
   }
 
   // The args object's fields, walked in the document (the main one, or a value's text parsed
-  // in place: either way its text lies in json_).
+  // in place: either way its text lies in doc_).
   bool read_args_object(od::object& o, Event& e, EventDetail& d, bool gpu_side) {
     bool any = false;
     std::string& other = other_args_;  // one buffer for every event: its text is kept (copied)
@@ -847,14 +863,15 @@ class Reader {
   }
 
   std::string path_;
-  simdjson::padded_string json_;
+  simdjson::padded_string json_;  // the whole text, or its top-level keys when streamed
+  std::string_view doc_;          // what is being walked: json_, or a piece of the events
   od::parser args_parser_;
   ProfilerResult::Builder builder_;
   const char* last_event_at_ = nullptr;
   std::string other_args_;        // the other args being gathered (read_args_object() and
                                   // read_memory_args()), kept by keep_other_args()
   EventDetail detail_;            // read_event()'s, for a complete event's args
-  bool streamed_ = false;         // json_ is a piece of the text, read_streaming()
+  bool streamed_ = false;         // doc_ is a piece of the text, read_streaming()
   std::int64_t offset_base_ = 0;  // offset_of()
   std::int64_t split_at_ = INT64_MAX;
   std::int64_t split_shift_ = 0;
@@ -891,8 +908,9 @@ class StreamSplitter {
  public:
   explicit StreamSplitter(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
 
-  // Takes the next bytes of the text; calls on_events(text, offset of its first byte in the
-  // whole text) for each piece of the events ready: whole events separated by commas.
+  // Takes the next bytes of the text; calls on_events(piece, offset) for each piece of the
+  // events ready: "[" + whole events separated by commas + "]", followed by simdjson's
+  // padding, and the offset in the whole text that piece[0] stands for.
   template <typename OnEvents>
   void feed(std::string_view chunk, OnEvents&& on_events) {
     const char* const data = chunk.data();
@@ -933,79 +951,199 @@ class StreamSplitter {
 
   // The events array from data[i] on: cuts between events, hands full pieces to on_events,
   // and returns where the walk stopped (n, or just past the ']' that closes the array). The
-  // state lives in locals here, so that the loop keeps it in registers; a string is crossed
-  // with memchr to its closing quote (the names of kernels run to hundreds of bytes).
+  // text goes 64 bytes at a time (Block): which bytes lie in strings is computed for the whole
+  // block at once, and only its brackets (and its commas, once a cut is due) are visited one by
+  // one. A block with a backslash, and the tail of the chunk, go byte by byte (walk_bytes).
+  // The state lives in locals, so that the loop keeps it in registers.
   template <typename OnEvents>
   std::size_t walk_events(const char* data, std::size_t n, std::size_t i, std::size_t& seg,
                           OnEvents& on_events) {
-    bool in_string = in_string_;
-    bool escaped = escaped_;
-    int depth = depth_;
-    for (; i < n; ++i) {
-      const char c = data[i];
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-          continue;
-        }
-        const auto* quote = static_cast<const char*>(std::memchr(data + i, '"', n - i));
-        const std::size_t stop = quote != nullptr ? static_cast<std::size_t>(quote - data) : n;
-        if (const auto* backslash =
-                static_cast<const char*>(std::memchr(data + i, '\\', stop - i))) {
-          i = static_cast<std::size_t>(backslash - data);  // the next byte is escaped
-          escaped = true;
-        } else if (quote != nullptr) {
-          i = stop;  // the string ends here
-          in_string = false;
+    Walk w{in_string_, escaped_, depth_};
+    std::size_t closed_at = n;  // where the ']' closing the array stands, when it came
+    std::size_t cut = n;        // where the comma of a cut stands
+    while (i < n && closed_at == n) {
+      const bool cut_due = events_.size() + (i - seg) >= batch_bytes_;
+      if (n - i >= 64 && !w.escaped) {
+        const Block b = Block::of(data + i);
+        if (b.backslash == 0) {
+          const std::uint64_t in_string = prefix_xor(b.quote) ^ (w.in_string ? ~0ULL : 0);
+          w.in_string = (in_string >> 63) != 0;
+          // The brackets, and the commas once a cut is due, in order (a block has one or two
+          // brackets on average; popcount is a call on the baseline x86-64 this is built for).
+          std::uint64_t marks = (b.open | b.close | (cut_due ? b.comma : 0)) & ~in_string;
+          for (; marks != 0; marks &= marks - 1) {
+            const std::size_t at = i + static_cast<std::size_t>(std::countr_zero(marks));
+            if (w.step(data[at]) != Walk::kNothing) {
+              (data[at] == ',' ? cut : closed_at) = at;
+              break;
+            }
+          }
+          if (cut != n || closed_at != n) {
+            w.in_string = false;  // a cut's comma and the closing ']' lie outside strings
+            i = (cut != n ? cut : closed_at);
+          } else {
+            i += 64;
+          }
         } else {
-          i = n - 1;  // the string goes on in the next chunk
+          i = walk_bytes(data, i, i + 64, w, cut_due, cut, closed_at);
+        }
+      } else {
+        i = walk_bytes(data, i, std::min(n, i + 64), w, cut_due, cut, closed_at);
+      }
+      if (cut != n) {
+        events_.append(data + seg, cut - seg);
+        flush(on_events);
+        seg = cut + 1;
+        events_offset_ = consumed_ + static_cast<std::int64_t>(seg);
+        i = seg;
+        cut = n;
+      }
+    }
+    in_string_ = w.in_string;
+    escaped_ = w.escaped;
+    depth_ = w.depth;
+    if (closed_at == n) return n;
+    // The events array closes: the last piece, then the text after it.
+    events_.append(data + seg, closed_at - seg);
+    flush(on_events);
+    where_ = Where::kAfter;
+    split_at_ = static_cast<std::int64_t>(rest_.size());
+    suffix_offset_ = consumed_ + static_cast<std::int64_t>(closed_at);
+    rest_.push_back(']');
+    return closed_at + 1;
+  }
+
+  // The walk's state between bytes.
+  struct Walk {
+    bool in_string;
+    bool escaped;
+    int depth;
+    enum Step { kNothing, kCut, kClosed };
+    // A byte outside strings that is a bracket or a comma: kCut for a comma between two events
+    // (depth 2), kClosed for the ']' that closes the events array.
+    Step step(char c) {
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}') {
+        --depth;
+      } else if (c == ']') {
+        if (--depth == 1) return kClosed;
+      } else if (c == ',' && depth == 2) {
+        return kCut;
+      }
+      return kNothing;
+    }
+  };
+
+  // Bytes [i, stop) one by one; stops early at a cut (when `cut_due`) or at the array's close,
+  // and says where in `cut` or `closed_at`. Returns where it stopped.
+  static std::size_t walk_bytes(const char* data, std::size_t i, std::size_t stop, Walk& w,
+                                bool cut_due, std::size_t& cut, std::size_t& closed_at) {
+    for (; i < stop; ++i) {
+      const char c = data[i];
+      if (w.in_string) {
+        if (w.escaped) {
+          w.escaped = false;
+        } else if (c == '\\') {
+          w.escaped = true;
+        } else if (c == '"') {
+          w.in_string = false;
         }
         continue;
       }
       if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        ++depth;
-      } else if (c == '}') {
-        --depth;
-      } else if (c == ']' && --depth == 1) {
-        // The events array closes: the last piece, then the text after it.
-        events_.append(data + seg, i - seg);
-        in_string_ = in_string;
-        escaped_ = escaped;
-        depth_ = depth;
-        flush(on_events);
-        where_ = Where::kAfter;
-        split_at_ = static_cast<std::int64_t>(rest_.size());
-        suffix_offset_ = consumed_ + static_cast<std::int64_t>(i);
-        rest_.push_back(c);
-        return i + 1;
-      } else if (c == ',' && depth == 2) {
-        // Between two events: a place to cut.
-        events_.append(data + seg, i - seg);
-        seg = i + 1;
-        if (events_.size() >= batch_bytes_) {
-          flush(on_events);
-          events_offset_ = consumed_ + static_cast<std::int64_t>(i) + 1;
-        } else {
-          events_.push_back(',');
-        }
+        w.in_string = true;
+        continue;
+      }
+      if (c == ',' && !cut_due) continue;
+      switch (w.step(c)) {
+        case Walk::kCut:
+          cut = i;
+          return i;
+        case Walk::kClosed:
+          closed_at = i;
+          return i;
+        case Walk::kNothing:
+          break;
       }
     }
-    in_string_ = in_string;
-    escaped_ = escaped;
-    depth_ = depth;
-    return n;
+    return i;
+  }
+
+  // Bit b of each mask: whether byte b of 64 is that character.
+  struct Block {
+    std::uint64_t quote, backslash, open, close, comma;
+    static Block of(const char* p) {
+      Block b{};
+#if defined(__SSE2__)
+      for (int k = 0; k < 4; ++k) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+        const auto bits = [&](char c) {
+          return static_cast<std::uint64_t>(static_cast<std::uint16_t>(
+                     _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)))))
+                 << (16 * k);
+        };
+        b.quote |= bits('"');
+        b.backslash |= bits('\\');
+        b.open |= bits('{') | bits('[');
+        b.close |= bits('}') | bits(']');
+        b.comma |= bits(',');
+      }
+#else
+      for (int k = 0; k < 64; ++k) {
+        const std::uint64_t bit = std::uint64_t{1} << k;
+        switch (p[k]) {
+          case '"':
+            b.quote |= bit;
+            break;
+          case '\\':
+            b.backslash |= bit;
+            break;
+          case '{':
+          case '[':
+            b.open |= bit;
+            break;
+          case '}':
+          case ']':
+            b.close |= bit;
+            break;
+          case ',':
+            b.comma |= bit;
+            break;
+          default:
+            break;
+        }
+      }
+#endif
+      return b;
+    }
+  };
+
+  // Bit b set when an odd number of bits at or below b are: with `quote`, the bytes from an
+  // opening quote up to (not including) its closing one.
+  static std::uint64_t prefix_xor(std::uint64_t x) {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    return x;
   }
 
   // Not inlined into feed(): the byte walk stays a small loop of its own (with the reading of a
   // piece inlined into it, the walk ran 30 % slower).
   template <typename OnEvents>
   [[gnu::noinline]] void flush(OnEvents&& on_events) {
-    if (events_.find_first_not_of(" \t\r\n") != std::string::npos) {
-      on_events(std::string_view(events_), events_offset_);
+    if (events_.find_first_not_of(" \t\r\n", 1) != std::string::npos) {
+      // The piece as an array of its own, padded as simdjson needs; the buffer is kept for
+      // the next piece, so its memory is written fresh once.
+      events_.push_back(']');
+      const std::size_t size = events_.size();
+      events_.append(simdjson::SIMDJSON_PADDING, '\0');
+      on_events(std::string_view(events_.data(), size), events_offset_ - 1);
     }
-    events_.clear();
+    events_.assign(1, '[');
   }
 
   // Outside the events: follows strings and nesting to find the top-level key "traceEvents"
@@ -1066,58 +1204,33 @@ class StreamSplitter {
   std::size_t key_start_ = 0;
   std::string key_;
   std::string rest_;
-  std::string events_;
-  std::int64_t events_offset_ = 0;  // the text offset of events_[0]
+  std::string events_ = "[";        // the piece being gathered, after a '[' of its own
+  std::int64_t events_offset_ = 0;  // the text offset of events_[1]
   std::int64_t consumed_ = 0;       // bytes of text before the chunk being fed
   std::int64_t suffix_offset_ = 0;
   std::int64_t split_at_ = INT64_MAX;
 };
 
-std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_bytes) {
-  gzFile f = gzopen(path_.c_str(), "rb");
-  if (f == nullptr) fail(path_, std::strerror(errno));
-  struct Closer {
-    gzFile f;
-    ~Closer() { gzclose(f); }
-  } closer{f};
-  gzbuffer(f, 1 << 20);
+std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_bytes,
+                                                             std::size_t chunk_bytes) {
+  internal::TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo);
   StreamSplitter splitter(batch_bytes);
   streamed_ = true;
   od::parser parser;
-  // Small reads: a piece ends at the first cut after batch_bytes, within one read of it.
-  std::vector<char> chunk(std::min<std::size_t>(batch_bytes, std::size_t{1} << 20));
-  const auto on_events = [&](std::string_view text, std::int64_t offset) {
-    // The piece as an array of its own: "[" + events + "]".
-    json_ = simdjson::padded_string(text.size() + 2);
-    json_.data()[0] = '[';
-    std::memcpy(json_.data() + 1, text.data(), text.size());
-    json_.data()[text.size() + 1] = ']';
-    offset_base_ = offset - 1;
+  const auto on_events = [&](std::string_view piece, std::int64_t offset) {
+    doc_ = piece;
+    offset_base_ = offset;
     split_at_ = INT64_MAX;
     od::document doc;
-    check(parser.iterate(json_).get(doc), "the events");
+    check(parser.iterate(piece.data(), piece.size(), piece.size() + simdjson::SIMDJSON_PADDING)
+              .get(doc),
+          "the events");
     od::array events;
     check(doc.get_array().get(events), "an array of events");
     read_events(events);
   };
-  for (;;) {
-    const int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
-    if (n < 0) {
-      int code = 0;
-      const char* why = gzerror(f, &code);
-      fail(path_, code == Z_ERRNO ? std::strerror(errno)
-                                  : std::string("not valid gzip data (") + why + ")");
-    }
-    if (n == 0) {
-      // zlib ends a truncated member as if the text ended, and says so only here.
-      int code = 0;
-      const char* why = gzerror(f, &code);
-      if (code != Z_OK) {
-        fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
-      }
-      break;
-    }
-    splitter.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)), on_events);
+  for (std::string_view chunk = chunks.next(); !chunk.empty(); chunk = chunks.next()) {
+    splitter.feed(chunk, on_events);
   }
   if (!splitter.complete()) {
     // No events array closed at the top level: the text (kept whole in rest()) read as one
@@ -1140,24 +1253,32 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
 }  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
-  // A text larger than this is read in pieces of 8 MiB, so that neither the text
-  // nor simdjson's index of it (a 4-byte position for each of its tokens) is held whole.
-  constexpr std::int64_t kStreamAbove = std::int64_t{256} << 20;
-  if (internal::trace_text_size(path) > kStreamAbove) {
-    return internal::read_trace_streaming(path, std::size_t{8} << 20);
+  try {
+    return internal::read_trace_streaming(path, kPieceBytes, kChunkBytes);
+  } catch (const Error&) {
+    // A piece of the text names a malformed event by the byte it starts at; the strict parser
+    // over the whole text names the very byte. Worth a second read while the text is small
+    // enough to hold whole.
+    if (internal::trace_text_size(path) > kInflateWholeUpTo) throw;
   }
-  simdjson::padded_string text = internal::load_trace_text(path);
-  const auto size = static_cast<std::int64_t>(text.size());
-  Reader reader(path, std::move(text), size);
-  return reader.read();
+  return internal::read_trace_whole(path);
 }
 
 namespace internal {
 
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
-                                                           std::size_t batch_bytes) {
+                                                           std::size_t batch_bytes,
+                                                           std::size_t chunk_bytes) {
   Reader reader(path, simdjson::padded_string(), trace_text_size(path));
-  return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1));
+  return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1),
+                               std::max<std::size_t>(chunk_bytes, 1));
+}
+
+std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path) {
+  simdjson::padded_string text = load_trace_text(path);
+  const auto size = static_cast<std::int64_t>(text.size());
+  Reader reader(path, std::move(text), size);
+  return reader.read();
 }
 
 }  // namespace internal

@@ -5,6 +5,7 @@
 #include <libdeflate.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -110,6 +111,79 @@ simdjson::padded_string load_trace_text(const std::string& path) {
     }
   }
   return simdjson::padded_string(out);
+}
+
+TextChunks::TextChunks(const std::string& path, std::size_t chunk_bytes,
+                       std::int64_t whole_gzip_up_to)
+    : path_(path), buffer_(std::max<std::size_t>(chunk_bytes, 1)) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, std::strerror(errno));
+  try {
+    open_text(whole_gzip_up_to);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+void TextChunks::open_text(std::int64_t whole_gzip_up_to) {
+  const std::string& path = path_;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail(path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  unsigned char magic[2] = {0, 0};
+  if (st.st_size < 2 || ::pread(fd_, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
+    return;  // plain text, read from fd_
+  }
+  if (trace_text_size(path) <= whole_gzip_up_to) {
+    whole_ = load_trace_text(path);
+    mode_ = Mode::kWhole;
+    return;
+  }
+  const int gz_fd = ::dup(fd_);
+  if (gz_fd < 0) fail(path, std::strerror(errno));
+  gz_ = gzdopen(gz_fd, "rb");
+  if (gz_ == nullptr) {
+    ::close(gz_fd);
+    fail(path, "out of memory");
+  }
+  mode_ = Mode::kZlib;
+  gzbuffer(static_cast<gzFile>(gz_), 1 << 20);
+}
+
+TextChunks::~TextChunks() {
+  if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string_view TextChunks::next() {
+  if (mode_ == Mode::kWhole) {
+    if (whole_given_) return {};
+    whole_given_ = true;
+    return {whole_.data(), whole_.size()};
+  }
+  if (mode_ == Mode::kZlib) {
+    const auto f = static_cast<gzFile>(gz_);
+    const int n = gzread(f, buffer_.data(),
+                         static_cast<unsigned>(std::min<std::size_t>(buffer_.size(), 1U << 30)));
+    int code = 0;
+    const char* why = gzerror(f, &code);
+    if (n < 0) {
+      fail(path_, code == Z_ERRNO ? std::strerror(errno)
+                                  : std::string("not valid gzip data (") + why + ")");
+    }
+    // zlib ends a truncated member as if the text ended, and says so only here.
+    if (n == 0 && code != Z_OK) {
+      fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
+    }
+    return {buffer_.data(), static_cast<std::size_t>(n)};
+  }
+  for (;;) {
+    const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path_, std::strerror(errno));
+    return {buffer_.data(), static_cast<std::size_t>(n)};
+  }
 }
 
 std::int64_t trace_text_size(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "opscope/result.h"
 
@@ -25,11 +26,44 @@ simdjson::padded_string load_trace_text(const std::string& path);
 // larger. -1 when the file cannot be examined (load_trace_text then says why).
 std::int64_t trace_text_size(const std::string& path);
 
+// The text of a trace file in chunks, in order, for a reader that does not hold it whole: a
+// plain file read `chunk_bytes` at a time into one buffer (its memory written fresh once,
+// whatever the file's size); a gzip file inflated at once by libdeflate (several times faster
+// than zlib, but it only inflates whole buffers) when its text is at most `whole_gzip_up_to`,
+// else by zlib a chunk at a time. Throws Error "cannot read trace PATH: ..." as
+// load_trace_text() does.
+class TextChunks {
+ public:
+  TextChunks(const std::string& path, std::size_t chunk_bytes, std::int64_t whole_gzip_up_to);
+  ~TextChunks();
+  TextChunks(const TextChunks&) = delete;
+  TextChunks& operator=(const TextChunks&) = delete;
+
+  // The next chunk, valid until the next call; empty at the end of the text.
+  std::string_view next();
+
+ private:
+  void open_text(std::int64_t whole_gzip_up_to);
+
+  std::string path_;
+  int fd_ = -1;
+  enum class Mode { kPlain, kWhole, kZlib } mode_ = Mode::kPlain;
+  void* gz_ = nullptr;             // gzFile, for kZlib
+  simdjson::padded_string whole_;  // the text inflated at once, for kWhole
+  bool whole_given_ = false;
+  std::vector<char> buffer_;
+};
+
 // read_trace() of a text of any size in bounded memory: the events array parsed in pieces of
-// about `batch_bytes` as the file is read (inflated by zlib when it is gzip). read_trace() takes
-// this way for texts over 256 MiB; the tests call it with small pieces.
+// about `batch_bytes` as the file is read `chunk_bytes` at a time (read_trace() takes 64 KiB
+// for both; the tests take sizes down to a byte, to cut everywhere).
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
-                                                           std::size_t batch_bytes);
+                                                           std::size_t batch_bytes,
+                                                           std::size_t chunk_bytes);
+
+// read_trace() of the text held whole: what read_trace() falls back on to name the byte where a
+// text is malformed (a piece of it names the event).
+std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path);
 
 // A value's JSON text as written (an object or array whole), without the whitespace around it
 // (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the

@@ -3,12 +3,14 @@
 // on small traces that carry the quirks of real ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "export/trace_text.h"
@@ -331,9 +333,9 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
   }
 }
 
-// The streamed read (the way texts over 256 MiB go) gives what the whole read gives, for every
-// shared trace, plain and gzip, cut into pieces as small as one byte of text; the trace
-// exported again from either is the same text.
+// The streamed read (the way read_trace goes) gives what the whole read gives, for every shared
+// trace, plain and gzip, cut into pieces of one event and more, the file read a byte at a time
+// and more; the trace exported again from either is the same text.
 TEST(TraceReader, StreamedReadIsTheWholeRead) {
   const std::string root = peers("kineto-traces");
   if (!fs::exists(root)) GTEST_SKIP() << "no " << root << " (../shared/peers)";
@@ -345,11 +347,16 @@ TEST(TraceReader, StreamedReadIsTheWholeRead) {
       continue;
     }
     SCOPED_TRACE(gz);
-    const std::string whole = chrome_trace_json(*read_trace(gz));
+    const std::string whole = chrome_trace_json(*internal::read_trace_whole(gz));
+    EXPECT_EQ(chrome_trace_json(*read_trace(gz)), whole);
     const std::string plain = write_file("plain.json", gunzip(gz));
-    for (const std::size_t batch : {std::size_t{1}, std::size_t{4096}, std::size_t{1} << 20}) {
-      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch)), whole) << batch;
-      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch)), whole) << batch;
+    const std::pair<std::size_t, std::size_t> sizes[] = {
+        {1, 65536}, {4096, 1}, {4096, 100}, {std::size_t{1} << 20, 65536}};
+    for (const auto& [batch, chunk] : sizes) {
+      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch, chunk)), whole)
+          << batch << " " << chunk;
+      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk)), whole)
+          << batch << " " << chunk;
     }
     ++compared;
   }
@@ -369,9 +376,9 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
     "traceEvents": )" + events +
                            R"(, "deviceProperties": [{"id": 0}], "traceName": "t"})";
   const std::string path = write_file("tricky.json", text);
-  const std::string whole = chrome_trace_json(*read_trace(path));
+  const std::string whole = chrome_trace_json(*internal::read_trace_whole(path));
   for (const std::size_t batch : {std::size_t{1}, std::size_t{2}, std::size_t{64}}) {
-    const auto r = internal::read_trace_streaming(path, batch);
+    const auto r = internal::read_trace_streaming(path, batch, batch);
     EXPECT_EQ(chrome_trace_json(*r), whole) << batch;
     EXPECT_EQ(r->rank(), 3);
     ASSERT_EQ(r->events().size(), 2u);
@@ -379,7 +386,7 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   }
   const std::string empty =
       write_file("empty_events.json", R"({"traceEvents": [ ], "traceName": "t"})");
-  EXPECT_TRUE(internal::read_trace_streaming(empty, 1)->events().empty());
+  EXPECT_TRUE(internal::read_trace_streaming(empty, 1, 1)->events().empty());
 
   // An event that is not an object, in the second piece: named at its byte.
   const std::string bad_text =
@@ -388,7 +395,7 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   const std::string at = "byte " + std::to_string(bad_text.find(", 7") + 2);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{8}}) {
     try {
-      internal::read_trace_streaming(bad, batch);
+      internal::read_trace_streaming(bad, batch, batch);
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what() << " want " << at;
@@ -396,14 +403,47 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   }
   // Truncated in the events, and not a trace at all: refused, as by the whole read.
   const std::string cut = write_file("cut.json", text.substr(0, text.find("\"b\"")));
-  EXPECT_THROW(internal::read_trace_streaming(cut, 4), Error);
+  EXPECT_THROW(internal::read_trace_streaming(cut, 4, 4), Error);
   const std::string chakra = write_file("nodes.json", R"({"nodes": [], "schema": "1"})");
   try {
-    internal::read_trace_streaming(chakra, 4);
+    internal::read_trace_streaming(chakra, 4, 4);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("execution trace"), std::string::npos) << e.what();
   }
+}
+
+// The cutter takes 64 bytes at a time where it can: strings with brackets, braces and commas
+// in them that straddle those blocks and the chunks the file is read in, escaped quotes and
+// backslashes at a block's last byte, nested arrays of objects in args. Every way of cutting
+// and reading gives the whole read's events.
+TEST(TraceReader, StreamedReadCutsOnlyBetweenEventsWhateverTheBlocks) {
+  std::string text = R"({"traceEvents": [)";
+  for (int i = 0; i < 300; ++i) {
+    std::string name =
+        "op" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 67), 'x');
+    name += i % 3 == 0 ? R"(,]}{[\", ,)" : i % 3 == 1 ? R"(\\\\)" : "],[{}";
+    if (i > 0) text += i % 5 == 0 ? ",\n  " : ",";
+    text += R"({"ph":"X","cat":"cpu_op","name":")" + name + R"(","pid":1,"tid":)" +
+            std::to_string(1 + i % 3) + R"(,"ts":)" + std::to_string(10 * i) +
+            R"(,"dur":5,"args":{"list":[{"a":[1,{"b":"}],"}]},[]],"s":")" +
+            std::string(static_cast<std::size_t>(i % 61), ',') + R"("}})";
+  }
+  text += R"(], "traceName": "blocks"})";
+  const std::string path = write_file("blocks.json", text);
+  const auto whole = internal::read_trace_whole(path);
+  ASSERT_EQ(whole->events().size(), 300u);
+  EXPECT_TRUE(std::any_of(whole->events().begin(), whole->events().end(),
+                          [](const Event& e) { return e.name == "op3xxx,]}{[\", ,"; }));
+  const std::string expected = chrome_trace_json(*whole);
+  for (const std::size_t chunk : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65},
+                                  std::size_t{1000}, std::size_t{1} << 20}) {
+    for (const std::size_t batch : {std::size_t{1}, std::size_t{200}, std::size_t{5000}}) {
+      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(path, batch, chunk)), expected)
+          << "batch " << batch << ", chunk " << chunk;
+    }
+  }
+  EXPECT_EQ(chrome_trace_json(*read_trace(path)), expected);
 }
 
 // Ranks read in parallel come back in the order given, each the same as read alone; the
