@@ -129,8 +129,9 @@ struct Id {
 // parsed in pieces of about kPieceBytes, into buffers kept from piece to piece; the memory a
 // read writes fresh is then the model it builds, whatever the trace's size. Small pieces cost
 // less than large ones (on the 9.8 MB trace of bench/analyze_bench.py, 64 KiB: 2,900 pages of
-// fresh memory; 1 MiB: 4,500; the whole text: 6,700). A gzip text up to kInflateWholeUpTo is
-// inflated at once, by libdeflate; a larger one by zlib, as it is read.
+// fresh memory; 1 MiB: 4,500; the whole text: 6,700). A gzip text is inflated by zlib on a
+// thread of its own when a core is spare; else at once by libdeflate up to kInflateWholeUpTo,
+// by zlib as it is read beyond (TextChunks).
 constexpr std::size_t kChunkBytes = std::size_t{64} << 10;
 constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::int64_t kInflateWholeUpTo = std::int64_t{256} << 20;
@@ -157,7 +158,7 @@ class Reader {
   // array parsed and read as it comes, then the rest of the document (its top-level keys
   // around an emptied traceEvents).
   std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes,
-                                                       std::size_t chunk_bytes);
+                                                       std::size_t chunk_bytes, bool inflate_ahead);
 
  private:
   // Walks the top-level object of json_. With `events_read`, its traceEvents is the emptied
@@ -1212,8 +1213,9 @@ class StreamSplitter {
 };
 
 std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_bytes,
-                                                             std::size_t chunk_bytes) {
-  internal::TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo);
+                                                             std::size_t chunk_bytes,
+                                                             bool inflate_ahead) {
+  internal::TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo, inflate_ahead);
   StreamSplitter splitter(batch_bytes);
   streamed_ = true;
   od::parser parser;
@@ -1253,25 +1255,30 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
 }  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
-  try {
-    return internal::read_trace_streaming(path, kPieceBytes, kChunkBytes);
-  } catch (const Error&) {
-    // A piece of the text names a malformed event by the byte it starts at; the strict parser
-    // over the whole text names the very byte. Worth a second read while the text is small
-    // enough to hold whole.
-    if (internal::trace_text_size(path) > kInflateWholeUpTo) throw;
-  }
-  return internal::read_trace_whole(path);
+  return internal::read_trace(path, std::thread::hardware_concurrency() > 1);
 }
 
 namespace internal {
 
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core) {
+  try {
+    return read_trace_streaming(path, kPieceBytes, kChunkBytes, spare_core);
+  } catch (const Error&) {
+    // A piece of the text names a malformed event by the byte it starts at; the strict parser
+    // over the whole text names the very byte. Worth a second read while the text is small
+    // enough to hold whole.
+    if (trace_text_size(path) > kInflateWholeUpTo) throw;
+  }
+  return read_trace_whole(path);
+}
+
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes,
-                                                           std::size_t chunk_bytes) {
+                                                           std::size_t chunk_bytes,
+                                                           bool inflate_ahead) {
   Reader reader(path, simdjson::padded_string(), trace_text_size(path));
   return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1),
-                               std::max<std::size_t>(chunk_bytes, 1));
+                               std::max<std::size_t>(chunk_bytes, 1), inflate_ahead);
 }
 
 std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path) {
@@ -1288,6 +1295,8 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
   std::vector<std::shared_ptr<const ProfilerResult>> out(paths.size());
   std::vector<std::exception_ptr> errors(paths.size());
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // With more threads than traces, a gzip trace is inflated beside its reading.
+  const bool spare_core = threads > paths.size();
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, paths.size()));
   // Each worker takes the next unread path: ranks differ in size, so a fixed split would
   // leave cores idle behind the largest.
@@ -1295,7 +1304,7 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
   const auto work = [&] {
     for (std::size_t i = next++; i < paths.size(); i = next++) {
       try {
-        out[i] = read_trace(paths[i]);
+        out[i] = internal::read_trace(paths[i], spare_core);
       } catch (...) {
         errors[i] = std::current_exception();
       }

@@ -9,10 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "opscope/error.h"
 #include "opscope/export.h"
@@ -113,20 +117,40 @@ simdjson::padded_string load_trace_text(const std::string& path) {
   return simdjson::padded_string(out);
 }
 
+// The chunks the inflating thread fills: kSlots buffers, taken in turn. `filled` counts the
+// chunks it handed over, `taken` those the reader is done with; a slot is free again once
+// taken.
+struct TextChunks::Ahead {
+  static constexpr std::size_t kSlots = 8;
+  std::mutex mutex;
+  std::condition_variable more;  // a chunk was filled, or the thread ended
+  std::condition_variable room;  // a slot was freed, or the reader is leaving
+  std::vector<char> slot[kSlots];
+  std::size_t size[kSlots] = {};
+  std::size_t filled = 0;
+  std::size_t taken = 0;
+  bool holding = false;  // the reader holds slot taken % kSlots (the last next())
+  bool ended = false;    // the text ended, or inflating failed (error)
+  bool leaving = false;  // the reader is done
+  std::exception_ptr error;
+  std::thread thread;
+};
+
 TextChunks::TextChunks(const std::string& path, std::size_t chunk_bytes,
-                       std::int64_t whole_gzip_up_to)
+                       std::int64_t whole_gzip_up_to, bool inflate_ahead)
     : path_(path), buffer_(std::max<std::size_t>(chunk_bytes, 1)) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail(path, std::strerror(errno));
   try {
-    open_text(whole_gzip_up_to);
+    open_text(whole_gzip_up_to, inflate_ahead);
   } catch (...) {
+    if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
     ::close(fd_);
     throw;
   }
 }
 
-void TextChunks::open_text(std::int64_t whole_gzip_up_to) {
+void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead) {
   const std::string& path = path_;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(path, std::strerror(errno));
@@ -135,7 +159,7 @@ void TextChunks::open_text(std::int64_t whole_gzip_up_to) {
   if (st.st_size < 2 || ::pread(fd_, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
     return;  // plain text, read from fd_
   }
-  if (trace_text_size(path) <= whole_gzip_up_to) {
+  if (!inflate_ahead && trace_text_size(path) <= whole_gzip_up_to) {
     whole_ = load_trace_text(path);
     mode_ = Mode::kWhole;
     return;
@@ -147,36 +171,104 @@ void TextChunks::open_text(std::int64_t whole_gzip_up_to) {
     ::close(gz_fd);
     fail(path, "out of memory");
   }
-  mode_ = Mode::kZlib;
-  gzbuffer(static_cast<gzFile>(gz_), 1 << 20);
+  gzbuffer(static_cast<gzFile>(gz_), 1 << 15);
+  if (!inflate_ahead) {
+    mode_ = Mode::kZlib;
+    return;
+  }
+  mode_ = Mode::kZlibAhead;
+  ahead_ = std::make_unique<Ahead>();
+  for (std::vector<char>& slot : ahead_->slot) slot.resize(buffer_.size());
+  ahead_->thread = std::thread([this] {
+    Ahead& a = *ahead_;
+    for (std::size_t at = 0;; ++at) {
+      {
+        std::unique_lock lock(a.mutex);
+        a.room.wait(lock, [&] { return a.leaving || a.filled - a.taken < Ahead::kSlots; });
+        if (a.leaving) return;
+      }
+      std::vector<char>& slot = a.slot[at % Ahead::kSlots];
+      std::size_t n = 0;
+      std::exception_ptr error;
+      try {
+        n = inflate(slot.data(), slot.size());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(a.mutex);
+        if (error) {
+          a.error = error;
+          a.ended = true;
+        } else {
+          a.size[at % Ahead::kSlots] = n;
+          ++a.filled;
+          a.ended = n == 0;
+        }
+      }
+      a.more.notify_one();
+      if (error || n == 0) return;
+    }
+  });
 }
 
 TextChunks::~TextChunks() {
+  if (ahead_) {
+    {
+      std::lock_guard lock(ahead_->mutex);
+      ahead_->leaving = true;
+    }
+    ahead_->room.notify_one();
+    ahead_->thread.join();
+  }
   if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string_view TextChunks::next() {
-  if (mode_ == Mode::kWhole) {
-    if (whole_given_) return {};
-    whole_given_ = true;
-    return {whole_.data(), whole_.size()};
+// Up to `size` bytes of the text inflated by zlib into `out`; 0 at its end.
+std::size_t TextChunks::inflate(char* out, std::size_t size) {
+  const auto f = static_cast<gzFile>(gz_);
+  const int n = gzread(f, out, static_cast<unsigned>(std::min<std::size_t>(size, 1U << 30)));
+  int code = 0;
+  const char* why = gzerror(f, &code);
+  if (n < 0) {
+    fail(path_,
+         code == Z_ERRNO ? std::strerror(errno) : std::string("not valid gzip data (") + why + ")");
   }
-  if (mode_ == Mode::kZlib) {
-    const auto f = static_cast<gzFile>(gz_);
-    const int n = gzread(f, buffer_.data(),
-                         static_cast<unsigned>(std::min<std::size_t>(buffer_.size(), 1U << 30)));
-    int code = 0;
-    const char* why = gzerror(f, &code);
-    if (n < 0) {
-      fail(path_, code == Z_ERRNO ? std::strerror(errno)
-                                  : std::string("not valid gzip data (") + why + ")");
+  // zlib ends a truncated member as if the text ended, and says so only here.
+  if (n == 0 && code != Z_OK) {
+    fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+std::string_view TextChunks::next() {
+  switch (mode_) {
+    case Mode::kWhole:
+      if (whole_given_) return {};
+      whole_given_ = true;
+      return {whole_.data(), whole_.size()};
+    case Mode::kZlib:
+      return {buffer_.data(), inflate(buffer_.data(), buffer_.size())};
+    case Mode::kZlibAhead: {
+      Ahead& a = *ahead_;
+      std::unique_lock lock(a.mutex);
+      if (a.holding) {
+        a.holding = false;
+        ++a.taken;
+        a.room.notify_one();
+      }
+      a.more.wait(lock, [&] { return a.filled > a.taken || a.ended; });
+      if (a.filled == a.taken) {
+        if (a.error) std::rethrow_exception(a.error);
+        return {};
+      }
+      a.holding = true;
+      const std::size_t slot = a.taken % Ahead::kSlots;
+      return {a.slot[slot].data(), a.size[slot]};
     }
-    // zlib ends a truncated member as if the text ended, and says so only here.
-    if (n == 0 && code != Z_OK) {
-      fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
-    }
-    return {buffer_.data(), static_cast<std::size_t>(n)};
+    case Mode::kPlain:
+      break;
   }
   for (;;) {
     const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());

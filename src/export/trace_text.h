@@ -28,13 +28,16 @@ std::int64_t trace_text_size(const std::string& path);
 
 // The text of a trace file in chunks, in order, for a reader that does not hold it whole: a
 // plain file read `chunk_bytes` at a time into one buffer (its memory written fresh once,
-// whatever the file's size); a gzip file inflated at once by libdeflate (several times faster
-// than zlib, but it only inflates whole buffers) when its text is at most `whole_gzip_up_to`,
-// else by zlib a chunk at a time. Throws Error "cannot read trace PATH: ..." as
-// load_trace_text() does.
+// whatever the file's size). A gzip file, with `inflate_ahead`, is inflated by zlib on a thread
+// of its own a few chunks ahead of the reader (for a reader with a core to spare: zlib takes
+// about half the time the reading does, so the inflating costs no time); without, inflated at
+// once by libdeflate (several times faster than zlib, but it only inflates whole buffers) when
+// its text is at most `whole_gzip_up_to`, else by zlib a chunk at a time. Throws Error "cannot
+// read trace PATH: ..." as load_trace_text() does.
 class TextChunks {
  public:
-  TextChunks(const std::string& path, std::size_t chunk_bytes, std::int64_t whole_gzip_up_to);
+  TextChunks(const std::string& path, std::size_t chunk_bytes, std::int64_t whole_gzip_up_to,
+             bool inflate_ahead);
   ~TextChunks();
   TextChunks(const TextChunks&) = delete;
   TextChunks& operator=(const TextChunks&) = delete;
@@ -43,15 +46,19 @@ class TextChunks {
   std::string_view next();
 
  private:
-  void open_text(std::int64_t whole_gzip_up_to);
+  struct Ahead;  // the inflating thread and the chunks it filled
+
+  void open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead);
+  std::size_t inflate(char* out, std::size_t size);
 
   std::string path_;
   int fd_ = -1;
-  enum class Mode { kPlain, kWhole, kZlib } mode_ = Mode::kPlain;
-  void* gz_ = nullptr;             // gzFile, for kZlib
+  enum class Mode { kPlain, kWhole, kZlib, kZlibAhead } mode_ = Mode::kPlain;
+  void* gz_ = nullptr;             // gzFile, for kZlib and kZlibAhead
   simdjson::padded_string whole_;  // the text inflated at once, for kWhole
   bool whole_given_ = false;
   std::vector<char> buffer_;
+  std::unique_ptr<Ahead> ahead_;
 };
 
 // read_trace() of a text of any size in bounded memory: the events array parsed in pieces of
@@ -59,7 +66,11 @@ class TextChunks {
 // for both; the tests take sizes down to a byte, to cut everywhere).
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes,
-                                                           std::size_t chunk_bytes);
+                                                           std::size_t chunk_bytes,
+                                                           bool inflate_ahead = false);
+
+// read_trace(), gzip inflated on a thread of its own when `spare_core` (TextChunks).
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core);
 
 // read_trace() of the text held whole: what read_trace() falls back on to name the byte where a
 // text is malformed (a piece of it names the event).

@@ -2,6 +2,7 @@
 // JSON parser (nlohmann) on the real traces PyTorch wrote (../shared/peers/kineto-traces), and
 // on small traces that carry the quirks of real ones.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -42,6 +43,18 @@ std::string write_file(const std::string& name, const std::string& text) {
   const fs::path p = scratch(name);
   std::ofstream(p, std::ios::binary) << text;
   return p.string();
+}
+
+// `text` gzip-compressed into a file of its own.
+std::string write_gzip_file(const std::string& name, const std::string& text) {
+  const std::string path = scratch(name).string();
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f == nullptr) return path;
+  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(f);
+  return path;
 }
 
 std::string read_error(const std::string& path) {
@@ -330,7 +343,30 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
     const std::string half = write_file("half.json.gz", bytes.substr(0, bytes.size() / 2));
     e = read_error(half);
     EXPECT_NE(e.find("gzip"), std::string::npos) << e;
+    // Inflated on a thread of its own: the error crosses to the reader, after the text before
+    // the cut was read.
+    try {
+      internal::read_trace_streaming(half, 65536, 65536, true);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("gzip"), std::string::npos) << error.what();
+    }
   }
+
+  // A gzip trace malformed early in a long text: the reader stops while the inflating thread
+  // is ahead of it (or waits for room), which must end it, not hang. The whole read names the
+  // byte.
+  std::string text = R"({"traceEvents": [{"ph": "X", "ts": "soon"})";
+  for (int i = 0; i < 100000; ++i) {
+    text += R"(, {"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":)" + std::to_string(i) +
+            R"(,"dur":1})";
+  }
+  text += "]}";
+  const std::string early = write_gzip_file("early.json.gz", text);
+  EXPECT_THROW(internal::read_trace_streaming(early, 65536, 65536, true), Error);
+  e = read_error(early);
+  EXPECT_NE(e.find("soon"), std::string::npos) << e;
+  EXPECT_NE(e.find("byte 17"), std::string::npos) << e;
 }
 
 // The streamed read (the way read_trace goes) gives what the whole read gives, for every shared
@@ -355,6 +391,12 @@ TEST(TraceReader, StreamedReadIsTheWholeRead) {
     for (const auto& [batch, chunk] : sizes) {
       EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch, chunk)), whole)
           << batch << " " << chunk;
+      // zlib inflating on a thread of its own, a few chunks ahead of the reading (chunks of a
+      // few bytes would make this a test of handing them over).
+      if (chunk >= 65536) {
+        EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch, chunk, true)), whole)
+            << batch << " " << chunk << " inflated ahead";
+      }
       EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk)), whole)
           << batch << " " << chunk;
     }
