@@ -21,10 +21,12 @@ its own load + report (measured inside its process). Prints a table and writes i
 build/bench-results/analyze-<date-time>.json.
 """
 import argparse
+import atexit
 import datetime
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -90,6 +92,8 @@ def main():
             raise SystemExit(f"no {what} at {path}")
     work = a.keep or tempfile.mkdtemp(prefix="opscope_analyze_bench_")
     os.makedirs(work, exist_ok=True)
+    if not a.keep:  # the generated traces take hundreds of MB
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
     load = lambda: " ".join(open("/proc/loadavg").read().split()[:3])  # noqa: E731
     started = datetime.datetime.utcnow()
     print(f"run of {started:%Y-%m-%d %H:%M} UTC, load average {load()}, {os.cpu_count()} cores")

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "support/cli_test_support.h"
+#include "support/test_support.h"
 
 namespace opscope::tests {
 
@@ -23,11 +24,10 @@ namespace fs = std::filesystem;
 inline const std::string kPeers = OPSCOPE_PEERS_DIR;
 inline const std::string kCli = OPSCOPE_CLI;
 
+// A file in this test process's scratch directory, removed with it when the process exits.
 inline fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("opscope_analyze_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  static const testing::TempDir dir;
+  return dir.path() / name;
 }
 
 inline nlohmann::json read_json(const fs::path& p) {

@@ -32,11 +32,10 @@ std::string peers(const std::string& rel) { return std::string(OPSCOPE_PEERS_DIR
 
 std::string gunzip(const std::string& path) { return testing::read_gzip_file(path); }
 
+// A file in this test process's scratch directory, removed with it when the process exits.
 fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("opscope_trace_reader_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  static const testing::TempDir dir;
+  return dir.path() / name;
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
