@@ -326,7 +326,7 @@ def test_import_opscope_does_not_import_pandas():
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(tmp_path_factory):
     distributed = pytest.importorskip("distributed")
     import opscope
 
@@ -337,7 +337,11 @@ def client():
     if package_root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in paths if p])
     cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        dashboard_address=None,
+        local_directory=str(tmp_path_factory.mktemp("dask")),  # not /tmp/dask-worker-space
     )
     c = distributed.Client(cluster)
     yield c

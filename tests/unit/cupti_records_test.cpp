@@ -325,7 +325,8 @@ TEST(CuptiRecords, TheTraceHasKinetosLayout) {
 
 TEST(CuptiRecords, ItsTraceReadsBackWithItsGpuWork) {
   const auto r = converted();
-  const std::string path = ::testing::TempDir() + "/cupti_records_trace.json";
+  const testing::TempDir dir;
+  const std::string path = dir.file("cupti_records_trace.json");
   export_chrome_trace(*r, path);
   const auto back = read_trace(path);
   const Event* kernel = find(*back, "addOne(float*, int)");
