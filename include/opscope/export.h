@@ -52,13 +52,17 @@ bool is_valid_json(std::string_view text, std::string* error = nullptr);
 // opscope wrote it: CPU ops and user annotations as ranges, GPU kernels, copies and sets on
 // their streams' threads, runtime and driver calls, flows, processes and threads with their
 // names, the rank (distributedInfo.rank), the top-level keys as metadata; every other event
-// category and every arg without a field of its own is kept (EventDetail::other_args), so an
-// export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
+// category and every arg without a field of its own is kept (ProfilerResult::other_args), so
+// an export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
 // file, the byte offset and what was expected when the file is not a trace.
+// The text is read in 64 KiB pieces, so the memory a read takes is the model it builds, not the
+// text. On a machine with more than one core, a gzip text is inflated by a second thread
+// beside the reading.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
 
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
-// order given. Throws the error of the first path (in that order) that could not be read.
+// order given. Throws the error of the first path (in that order) that could not be read. A
+// gzip text gets a second thread only when there are fewer paths than `threads`.
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
                                                                unsigned threads = 0);
 
