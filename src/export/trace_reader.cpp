@@ -57,10 +57,17 @@ namespace od = simdjson::ondemand;
 // Microseconds written as a JSON number (or a string holding one; the text without the
 // whitespace around it) to integer nanoseconds,
 // exactly: digits before the point are microseconds, up to three after it nanoseconds.
-// The decimal digits from p on (p left at the first other character) into v; false when they
-// do not fit 64 bits. By hand: every event has several numbers, and from_chars was a tenth of
-// the reader's instructions.
+// The decimal digits from p on (p left at the first other character) into v, which starts at
+// 0; false when they do not fit 64 bits. By hand: every event has several numbers, and
+// from_chars was a tenth of the reader's instructions. Nineteen digits always fit, so only the
+// digits after them are checked.
 bool read_digits(const char*& p, const char* end, std::uint64_t& v) {
+  const char* const unchecked = p + std::min<std::ptrdiff_t>(end - p, 19);
+  for (; p != unchecked; ++p) {
+    const auto d = static_cast<unsigned>(*p - '0');
+    if (d >= 10) return true;
+    v = v * 10 + d;
+  }
   for (; p != end; ++p) {
     const auto d = static_cast<unsigned>(*p - '0');
     if (d >= 10) return true;
@@ -287,14 +294,26 @@ class Reader {
   }
 
   // A JSON number or a string of digits as an integer id; anything else keeps its text.
-  Id read_id(od::value v) {
+  // A scalar's token as written, without the whitespace after it (simdjson's raw token runs
+  // to the next one); an object or array gives its first character only.
+  static std::string_view token_of(od::value& v) {
+    std::string_view raw = v.raw_json_token();
+    while (!raw.empty() &&
+           (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
+      raw.remove_suffix(1);
+    }
+    return raw;
+  }
+
+  Id read_id(od::value& v) {
     Id id;
-    od::json_type type = od::json_type::null;
-    check(v.type().get(type), "an id");
-    std::string_view text;
-    if (type == od::json_type::string) {
+    std::string_view text = token_of(v);
+    if (text.size() >= 2 && text.front() == '"' && text.back() == '"' &&
+        text.find('\\') == std::string_view::npos) {
+      text = text.substr(1, text.size() - 2);  // a string without escapes: its text as it is
+    } else if (!text.empty() && text.front() == '"') {
       check(v.get_string().get(text), "a string");
-    } else {
+    } else if (!text.empty() && (text.front() == '{' || text.front() == '[')) {
       text = raw_of(v, "an id");
     }
     // An integer, or a string of digits; anything else (a fraction, "stream 7") is text.
@@ -302,8 +321,9 @@ class Reader {
     return id;
   }
 
-  std::int64_t read_micros(od::value v, const char* what) {
-    const std::string_view raw = raw_of(v, what);
+  std::int64_t read_micros(od::value& v, const char* what) {
+    std::string_view raw = token_of(v);
+    if (!raw.empty() && (raw.front() == '{' || raw.front() == '[')) raw = raw_of(v, what);
     std::int64_t ns = 0;
     if (!micros_text_to_ns(raw, ns)) {
       fail(path_, std::string("expected a number of microseconds for \"") + what + "\", found " +
@@ -968,7 +988,7 @@ class StreamSplitter {
     while (i < n && closed_at == n) {
       const bool cut_due = events_.size() + (i - seg) >= batch_bytes_;
       if (n - i >= 64 && !w.escaped) {
-        const Block b = Block::of(data + i);
+        const Block b = Block::of(data + i, cut_due);
         if (b.backslash == 0) {
           const std::uint64_t in_string = prefix_xor(b.quote) ^ (w.in_string ? ~0ULL : 0);
           w.in_string = (in_string >> 63) != 0;
@@ -1076,24 +1096,27 @@ class StreamSplitter {
 
   // Bit b of each mask: whether byte b of 64 is that character.
   struct Block {
-    std::uint64_t quote, backslash, open, close, comma;
-    static Block of(const char* p) {
+    std::uint64_t quote, backslash, open, close, comma;  // comma: only when asked
+    static Block of(const char* p, bool commas) {
       Block b{};
 #if defined(__SSE2__)
       for (int k = 0; k < 4; ++k) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
-        const auto bits = [&](char c) {
+        const auto bits = [k](__m128i x, char c) {
           return static_cast<std::uint64_t>(static_cast<std::uint16_t>(
-                     _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)))))
+                     _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(c)))))
                  << (16 * k);
         };
-        b.quote |= bits('"');
-        b.backslash |= bits('\\');
-        b.open |= bits('{') | bits('[');
-        b.close |= bits('}') | bits(']');
-        b.comma |= bits(',');
+        b.quote |= bits(v, '"');
+        b.backslash |= bits(v, '\\');
+        // '[' and ']' are '{' and '}' less 0x20, and no other byte is.
+        const __m128i folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        b.open |= bits(folded, '{');
+        b.close |= bits(folded, '}');
+        if (commas) b.comma |= bits(v, ',');
       }
 #else
+      (void)commas;  // found either way
       for (int k = 0; k < 64; ++k) {
         const std::uint64_t bit = std::uint64_t{1} << k;
         switch (p[k]) {

@@ -166,10 +166,31 @@ TEST(TraceReader, KeepsNanosecondsAndTakesIdsAsStringsOrIntegers) {
     {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1682725898236560, "dur": 20},
     {"ph": "s", "id": 99, "pid": 10, "tid": 11, "ts": 1682725898236568, "cat": "ac2g", "name": "ac2g"},
     {"ph": "f", "id": 99, "pid": 0, "tid": "stream 7", "ts": 1682725898236570.001, "cat": "ac2g", "name": "ac2g", "bp": "e"},
-    {"ph": "M", "name": "thread_name", "pid": 10, "tid": 11, "args": {"name": "main"}}
+    {"ph": "M", "name": "thread_name", "pid": 10, "tid": 11, "args": {"name": "main"}},
+    {"ph": "X", "cat": "cpu_op", "name": "esc1", "pid": 10, "tid": "w\"1\"", "ts": 1682725898236580 , "dur" : 1 ,
+     "args": {"External id": 123456789012345678901}},
+    {"ph": "X", "cat": "cpu_op", "name": "esc2", "pid": 10, "tid": "w\u00221\"", "ts": 1682725898236582, "dur": 1},
+    {"ph": "X", "cat": "cpu_op", "name": "w1", "pid": 10, "tid": "w1", "ts": 1682725898236584, "dur": 1}
   ]})json");
   const auto r = read_trace(path);
   EXPECT_EQ(r->rank(), 3);
+  // Ids spelled with escapes are their unescaped text (one thread for both spellings); numbers
+  // with spaces after them are read; an integer past 64 bits is not one, and is kept as written.
+  const auto named = [&](std::string_view name) -> const Event* {
+    for (const Event& e : r->events()) {
+      if (e.name == name) return &e;
+    }
+    return nullptr;
+  };
+  const Event* esc1 = named("esc1");
+  const Event* esc2 = named("esc2");
+  const Event* w1 = named("w1");
+  ASSERT_TRUE(esc1 && esc2 && w1);
+  EXPECT_EQ(esc1->thread, esc2->thread);
+  EXPECT_NE(esc1->thread, w1->thread);
+  EXPECT_EQ(esc1->start_ns, 1682725898236580000);
+  EXPECT_EQ(esc1->duration_ns(), 1000);
+  EXPECT_EQ(r->other_args(*esc1), R"({"External id":123456789012345678901})");
   const Event* mm = nullptr;
   const Event* kernel = nullptr;
   const Event* launch = nullptr;
