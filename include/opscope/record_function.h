@@ -24,6 +24,7 @@
 // evaluated); RecordFunction and the rest of the API stay, for code that uses them directly.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -57,13 +58,23 @@ inline constexpr int kNumRecordScopes = 10;
 std::string_view scope_name(RecordScope scope) noexcept;
 
 // A static description of a call site. The macros create one per site at compile time; a
-// range then stores only a pointer to it.
+// range then stores only a pointer to it. A site must outlive every result that names it.
 struct CallSite {
   const char* name;
   const char* function;
   const char* file;
   std::uint32_t line;
+  // Set by opscope the first time a range of this site is recorded (its index in the
+  // process's table of sites, which lets a range's record hold 4 bytes for its name instead of
+  // 8); leave it 0. Mutable so that the macros' sites can stay `static constexpr`.
+  mutable std::uint32_t compact_index = 0;
 };
+
+namespace internal {
+// Gives `site` its compact_index (CallSite) and returns it; 0 when the process's table of
+// sites is full (ranges of the site then take a 32-byte record). Out of line: once per site.
+[[gnu::noinline]] std::uint32_t register_call_site(const CallSite& site) noexcept;
+}  // namespace internal
 
 namespace internal {
 struct ObserverFrame;  // observers active on one range; defined in src/record
@@ -74,8 +85,9 @@ struct ObserverFrame;  // observers active on one range; defined in src/record
 //
 // Cost: with no session and no observer, construction is one relaxed load and a branch and
 // destruction one branch. With a session recording all threads and no observer, a range is
-// two counter reads and one 32-byte append to the thread's own buffer: no lock, no allocation
-// once the buffer exists. Observers take an out-of-line path.
+// two counter reads and one 16-byte append to the thread's own buffer (32 bytes when it ends
+// on another thread or lasts over a second): no lock, no allocation once the buffer exists.
+// Observers take an out-of-line path.
 //
 // Not copyable or movable: observers may hold its address. end() may be called on another
 // thread than the one that began the range (an async range); end() at most once.
@@ -170,15 +182,12 @@ class RecordFunction {
   void end() noexcept {
     if (state_ == kRecording) [[likely]] {
       state_ = kEnded;
-      internal::Record r{start_,
-                         internal::ticks(),
-                         name_,
-                         id_,
-                         thread_,
-                         static_cast<std::uint8_t>(scope_),
-                         static_cast<std::uint8_t>(internal::RecordKind::kRange),
-                         name_flags_};
-      internal::append(r, epoch_);
+      const std::uint64_t end_ticks = internal::ticks();
+      internal::append_range(start_, end_ticks, id_, thread_, compact_tag_, epoch_, [&] {
+        return internal::make_record(start_, end_ticks, name_, id_, thread_,
+                                     static_cast<std::uint8_t>(scope_),
+                                     internal::RecordKind::kRange, name_flags_);
+      });
       if (sequence_nr_ >= 0 || forward_thread_id_ != 0) [[unlikely]] {
         append_link();
       }
@@ -271,6 +280,7 @@ class RecordFunction {
       if (c.epoch == epoch || internal::prepare_thread(epoch)) [[likely]] {
         name_ = name;
         name_flags_ = name_flags;
+        compact_tag_ = compact_tag_of(name, name_flags, scope_);
         epoch_ = epoch;
         id_ = internal::take_range_id(c);
         thread_ = c.slot;
@@ -288,6 +298,26 @@ class RecordFunction {
       return;
     }
     begin_slow(state, name, name_flags, inputs);
+  }
+
+  // The compact_tag() of a range's name and scope (see opscope/internal/collector.h), or 0
+  // when the name has no compact index. One load for a registered call site.
+  static std::uint32_t compact_tag_of(std::uintptr_t name, std::uint8_t name_flags,
+                                      RecordScope scope) noexcept {
+    std::uint32_t index;
+    if (name_flags & internal::kNameInterned) {
+      if (name >= internal::kCompactNameLimit) return 0;
+      index = static_cast<std::uint32_t>(name);
+    } else {
+      const auto& site = *reinterpret_cast<const CallSite*>(name);
+      index = std::atomic_ref<std::uint32_t>(site.compact_index).load(std::memory_order_acquire);
+      if (index == 0) [[unlikely]] {
+        index = internal::register_call_site(site);
+        if (index == 0) return 0;
+      }
+    }
+    return internal::compact_tag(index, (name_flags & internal::kNameInterned) != 0,
+                                 static_cast<std::uint8_t>(scope));
   }
 
   [[gnu::noinline]] void begin_dynamic(std::uint32_t state, std::string_view name,
@@ -315,6 +345,7 @@ class RecordFunction {
   std::span<const Value> inputs_;       // set only in the kObserved state, for start callbacks
   std::uint32_t epoch_;                 // session epoch recorded into; 0 = not recorded
   std::uint32_t id_;
+  std::uint32_t compact_tag_;  // compact_tag_of() the name, 0: always a Record
   std::uint16_t thread_;
   RecordScope scope_;
   std::uint8_t state_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collect/string_table.h"
+#include "record/call_sites.h"
 #include "record/memory_record.h"
 #include "record/stack_capture.h"
 #include "record/value_codec.h"
@@ -17,10 +18,10 @@
 namespace opscope::backend {
 namespace {
 
-std::string_view resolve_name(const internal::Record& r) {
-  if (r.flags & internal::kNameInterned)
-    return collect::interned(static_cast<std::uint32_t>(r.name));
-  return reinterpret_cast<const CallSite*>(r.name)->name;
+// A record's name word: a `const CallSite*`, or an interned id when `interned`.
+std::string_view resolve_name(std::uintptr_t name, bool interned) {
+  if (interned) return collect::interned(static_cast<std::uint32_t>(name));
+  return reinterpret_cast<const CallSite*>(name)->name;
 }
 
 // resolve_name for every event of a window, which has few distinct names: a call site's
@@ -28,11 +29,10 @@ std::string_view resolve_name(const internal::Record& r) {
 // slots is kept (a direct-mapped cache keyed by the record's name word and flag).
 class NameCache {
  public:
-  std::string_view operator()(const internal::Record& r) {
-    const bool interned = (r.flags & internal::kNameInterned) != 0;
-    Slot& slot = slots_[(r.name ^ (r.name >> 10) ^ (interned ? 0x155 : 0)) % slots_.size()];
-    if (!slot.used || slot.name != r.name || slot.interned != interned) {
-      slot = {r.name, resolve_name(r), interned, true};
+  std::string_view operator()(std::uintptr_t name, bool interned) {
+    Slot& slot = slots_[(name ^ (name >> 10) ^ (interned ? 0x155 : 0)) % slots_.size()];
+    if (!slot.used || slot.name != name || slot.interned != interned) {
+      slot = {name, resolve_name(name, interned), interned, true};
     }
     return slot.text;
   }
@@ -61,9 +61,9 @@ std::uint32_t lens_bits(const LensSet& l) {
   return bits;
 }
 
-// Number of payload records that follow a blob header.
-std::size_t payload_records(const internal::Record& header) {
-  return (header.end + sizeof(internal::Record) - 1) / sizeof(internal::Record);
+// Number of payload slots that follow a blob header.
+std::size_t payload_slots(const internal::Record& header) {
+  return internal::blob_slots(header.end) - sizeof(internal::Record) / sizeof(internal::Slot);
 }
 
 struct WordsHash {
@@ -160,6 +160,8 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
   std::unordered_map<std::uint64_t, Link> links;
   DetailTable details(builder);
   const auto names = std::make_unique<NameCache>();  // 32 KiB: not on the caller's stack
+  // Taken after the drain: every site index the window's compact ranges hold is in it.
+  const std::vector<const CallSite*> sites = record::call_sites();
   std::uint64_t ranges_ended = 0;  // ranges of the window in its records, wherever they ended
 
   for (const auto& t : drained.threads) {
@@ -172,9 +174,46 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
     // the range that was open when it was made.
     std::int64_t memory_not_before_ns = std::numeric_limits<std::int64_t>::min();
     std::int64_t last_memory_ns = std::numeric_limits<std::int64_t>::min();
-    for (const std::span<const internal::Record> records : t.chunks) {
-      for (std::size_t i = 0; i < records.size(); ++i) {
-        const internal::Record& r = records[i];
+    // A range that began and ended on this thread; its name resolved, its handle set.
+    const auto add_own_range = [&](Event& e) {
+      e.kind = EventKind::kRange;
+      e.thread = own;
+      // A range that was open at a report made before it ended does not end before it.
+      if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
+      memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
+      ++ranges_ended;
+      builder.add_event(e);
+    };
+    for (const collect::ChunkSlots& chunk : t.chunks) {
+      const std::span<const internal::Slot> slots = chunk.slots;
+      for (std::size_t i = 0; i < slots.size();) {
+        const internal::Slot& first = slots[i];
+        if (internal::kind_of(first) == internal::RecordKind::kCompactRange) {
+          ++i;
+          const std::uint64_t start = chunk.base_ticks + (first.word[0] & 0xFFFFFFFFu);
+          const std::uint64_t end = start + (first.word[0] >> 32);
+          const auto tag = static_cast<std::uint32_t>(first.word[1] >> 32);
+          const std::uint32_t index = tag & (internal::kCompactNameLimit - 1);
+          Event e;
+          if (tag & internal::kCompactInterned) {
+            e.name = (*names)(index, true);
+          } else {
+            e.site = index < sites.size() ? sites[index] : nullptr;
+            e.name = e.site != nullptr ? (*names)(reinterpret_cast<std::uintptr_t>(e.site), false)
+                                       : std::string_view("<unknown call site>");
+          }
+          e.start_ns = conv.to_wall_ns(start);
+          e.end_ns = conv.to_wall_ns(end);
+          e.handle = (static_cast<std::uint64_t>(t.slot) << 32) |
+                     static_cast<std::uint32_t>(first.word[1]);
+          e.scope = static_cast<RecordScope>(tag >> 28);
+          add_own_range(e);
+          continue;
+        }
+        if (slots.size() - i < 2) break;  // cannot happen: records are published whole
+        internal::Record r;
+        std::memcpy(&r, &first, sizeof r);
+        i += 2;
         const auto kind = static_cast<internal::RecordKind>(r.kind);
         if (kind == internal::RecordKind::kLink) {
           links[handle_of(r)] = {static_cast<std::int64_t>(r.start), r.end};
@@ -199,9 +238,9 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
         }
         if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
             kind == internal::RecordKind::kMemory) {
-          const std::size_t n = payload_records(r);
-          if (records.size() - i - 1 < n) break;  // cannot happen: blobs are published whole
-          const auto* payload = reinterpret_cast<const std::byte*>(&records[i + 1]);
+          const std::size_t n = payload_slots(r);
+          if (slots.size() - i < n) break;  // cannot happen: blobs are published whole
+          const auto* payload = reinterpret_cast<const std::byte*>(&slots[i]);
           i += n;
           if (kind == internal::RecordKind::kInputs) {
             details.set_inputs(handle_of(r), std::span<const std::byte>(payload, r.end));
@@ -232,10 +271,10 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           }
           continue;
         }
+        const bool interned = (r.flags & internal::kNameInterned) != 0;
         Event e;
-        e.name = (*names)(r);
-        e.site = (r.flags & internal::kNameInterned) ? nullptr
-                                                     : reinterpret_cast<const CallSite*>(r.name);
+        e.name = (*names)(r.name, interned);
+        e.site = interned ? nullptr : reinterpret_cast<const CallSite*>(r.name);
         e.start_ns = conv.to_wall_ns(r.start);
         e.end_ns = kind == internal::RecordKind::kInstant ? e.start_ns : conv.to_wall_ns(r.end);
         e.handle = handle_of(r);
@@ -244,11 +283,8 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           e.kind = EventKind::kInstant;
           e.thread = own;
         } else if (r.thread == t.slot) {
-          e.kind = EventKind::kRange;
-          e.thread = own;
-          // A range that was open at a report made before it ended does not end before it.
-          if (e.start_ns <= last_memory_ns) e.end_ns = std::max(e.end_ns, last_memory_ns);
-          memory_not_before_ns = std::max(memory_not_before_ns, e.end_ns + 1);
+          add_own_range(e);
+          continue;
         } else {
           // Ended on another thread: shown on the thread that began it, which joins the
           // result if it recorded nothing itself.
@@ -262,8 +298,8 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           }
           e.thread = it != thread_of_slot.end() ? it->second : own;
           e.end_thread = own;
+          ++ranges_ended;
         }
-        if (kind == internal::RecordKind::kRange) ++ranges_ended;
         builder.add_event(e);
       }
     }

@@ -17,6 +17,8 @@
 #include <optional>
 #include <thread>
 
+#include "opscope/internal/clock.h"
+
 namespace opscope {
 namespace internal {
 
@@ -141,7 +143,7 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
       const bool low = p.enabled && p.chunks.size() < kReserveChunks;
       lock.unlock();
       if (low) p.wake.notify_one();
-      c->published.store(c->records(), std::memory_order_relaxed);
+      c->published.store(c->slots(), std::memory_order_relaxed);
       return c;
     }
   }
@@ -152,8 +154,8 @@ Chunk* new_chunk(std::size_t bytes) noexcept {
   }
   if (mem == nullptr) return nullptr;
   auto* c = new (mem) Chunk;
-  c->published.store(c->records(), std::memory_order_relaxed);
-  c->limit = c->records() + (bytes - sizeof(Chunk)) / sizeof(Record);
+  c->published.store(c->slots(), std::memory_order_relaxed);
+  c->limit = c->slots() + (bytes - sizeof(Chunk)) / sizeof(internal::Slot);
   c->bytes = bytes;
   return c;
 }
@@ -201,7 +203,7 @@ void refill_loop() {
     Chunk* c = nullptr;
     if (mem != nullptr) {
       c = new (mem) Chunk;
-      c->limit = c->records() + (kLargeChunkBytes - sizeof(Chunk)) / sizeof(Record);
+      c->limit = c->slots() + (kLargeChunkBytes - sizeof(Chunk)) / sizeof(internal::Slot);
       c->bytes = kLargeChunkBytes;
     }
     lock.lock();
@@ -304,6 +306,23 @@ bool charge(std::size_t bytes) {
     if (used + bytes > limit) return false;
   } while (!g_bytes.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
   return true;
+}
+
+// Makes `chunk` the one the calling thread writes into, from its start. Its base tick is now:
+// the compact ranges written into it begin after it (ranges that began earlier take a Record).
+void write_into(ThreadContext& c, Chunk* chunk) noexcept {
+  chunk->base_ticks = internal::ticks();
+  chunk->published.store(chunk->slots(), std::memory_order_release);
+  c.chunk = chunk;
+  c.base = chunk->base_ticks;
+  c.cur = chunk->slots();
+  c.end = chunk->limit - 1;  // see ThreadContext::end
+}
+
+// The slots left in the calling thread's chunk (0 without one).
+std::size_t slots_left(const ThreadContext& c) noexcept {
+  return c.chunk == nullptr || c.cur == nullptr ? 0
+                                                : static_cast<std::size_t>(c.chunk->limit - c.cur);
 }
 
 void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
@@ -465,8 +484,10 @@ Drained drain(std::uint32_t epoch) {
       t.name = b->name;
       t.chunks.reserve(b->chunks.size());
       for (Chunk* c : b->chunks) {
-        const Record* end = c->published.load(std::memory_order_acquire);
-        if (end != c->records()) t.chunks.emplace_back(c->records(), end);
+        const internal::Slot* end = c->published.load(std::memory_order_acquire);
+        if (end != c->slots()) {
+          t.chunks.push_back({std::span<const internal::Slot>(c->slots(), end), c->base_ticks});
+        }
       }
       // Every chunk but the last is full and never written again, even by a range still
       // ending late into this epoch: the Drained returns them once read, rather than the
@@ -551,11 +572,7 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
     // that recorded a lot once does not hold that memory forever.
     for (std::size_t i = 0; i + 1 < b.chunks.size(); ++i) collect::release_chunk(b.chunks[i]);
     b.chunks.erase(b.chunks.begin(), b.chunks.end() - 1);
-    Chunk* first = b.chunks[0];
-    first->published.store(first->records(), std::memory_order_release);
-    c.chunk = first;
-    c.cur = first->records();
-    c.end = first->limit;
+    collect::write_into(c, b.chunks[0]);
     return true;
   } catch (...) {
     return false;  // out of memory: this thread does not record
@@ -585,9 +602,7 @@ bool next_chunk(ThreadContext& c) noexcept {
     collect::release_chunk(fresh);
     return false;
   }
-  c.chunk = fresh;
-  c.cur = fresh->records();
-  c.end = fresh->limit;
+  collect::write_into(c, fresh);
   return true;
 }
 
@@ -597,7 +612,7 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
   if (c.exiting) return;
   if (c.epoch != epoch && !prepare_thread(epoch)) return;  // a stale range: drop silently
-  if (c.cur == c.end && !next_chunk(c)) {
+  if (c.cur >= c.end && !next_chunk(c)) {
     collect::ThreadBuffer& b = *collect::t_hook.buffer;
     b.dropped.fetch_add(1, std::memory_order_relaxed);
     if (record.kind == static_cast<std::uint8_t>(RecordKind::kRange)) {
@@ -605,8 +620,8 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
     }
     return;
   }
-  *c.cur = record;
-  ++c.cur;
+  *reinterpret_cast<Record*>(c.cur) = record;
+  c.cur += sizeof(Record) / sizeof(internal::Slot);
   c.chunk->published.store(c.cur, std::memory_order_release);
 }
 
@@ -614,16 +629,16 @@ std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
   if (c.exiting) return nullptr;
   if (c.epoch != epoch && !prepare_thread(epoch)) return nullptr;
-  const std::size_t n = 1 + (bytes + sizeof(Record) - 1) / sizeof(Record);
+  const std::size_t n = blob_slots(bytes);
   // A blob never spans chunks: when it does not fit, the rest of this chunk stays unused (a
   // blob is at most a few KiB; a large chunk holds 2 MiB).
-  if (static_cast<std::size_t>(c.end - c.cur) < n) {
-    if (!next_chunk(c) || static_cast<std::size_t>(c.end - c.cur) < n) {
+  if (collect::slots_left(c) < n) {
+    if (!next_chunk(c) || collect::slots_left(c) < n) {
       collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
   }
-  return reinterpret_cast<std::byte*>(c.cur + 1);
+  return reinterpret_cast<std::byte*>(c.cur) + sizeof(Record);
 }
 
 bool append_blob(Record header, const void* payload, std::size_t bytes,

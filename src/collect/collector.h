@@ -38,6 +38,13 @@ std::uint32_t begin_epoch(const EpochOptions& options);
 // still end into their buffers, which drain() may or may not see.
 void end_epoch();
 
+// The records of one chunk, in the slots of opscope/internal/collector.h, and the tick its
+// compact ranges' starts count from.
+struct ChunkSlots {
+  std::span<const internal::Slot> slots;
+  std::uint64_t base_ticks = 0;
+};
+
 // What one thread recorded in an epoch: its records in the order they ended, read in place
 // in the thread's chunks (one span per chunk; a blob never straddles two), valid while the
 // Drained that holds them lives.
@@ -45,12 +52,13 @@ struct ThreadRecords {
   std::uint16_t slot = 0;
   std::uint64_t tid = 0;
   std::string name;
-  std::vector<std::span<const internal::Record>> chunks;
+  std::vector<ChunkSlots> chunks;
   std::uint64_t dropped = 0;
 
+  // The slots of all chunks: at least the number of records.
   std::size_t size() const noexcept {
     std::size_t n = 0;
-    for (const auto& c : chunks) n += c.size();
+    for (const auto& c : chunks) n += c.slots.size();
     return n;
   }
 };

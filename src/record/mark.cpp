@@ -21,10 +21,10 @@ void mark_slow(std::uint32_t state, std::string_view name) noexcept {
     return;  // out of memory while interning: a mark is not worth an exception
   }
   const std::uint64_t now = ticks();
-  append(
-      {now, now, id, take_other_id(c), c.slot, static_cast<std::uint8_t>(RecordScope::kUserScope),
-       static_cast<std::uint8_t>(RecordKind::kInstant), kNameInterned},
-      epoch);
+  append(make_record(now, now, id, take_other_id(c), c.slot,
+                     static_cast<std::uint8_t>(RecordScope::kUserScope), RecordKind::kInstant,
+                     kNameInterned),
+         epoch);
 }
 
 }  // namespace opscope::internal

@@ -18,6 +18,6 @@ struct MemoryPayload {
   std::int8_t device_index;
   std::uint8_t pad[6];
 };
-static_assert(sizeof(MemoryPayload) == sizeof(internal::Record));
+static_assert(sizeof(MemoryPayload) % sizeof(internal::Slot) == 0);
 
 }  // namespace opscope::record

@@ -125,7 +125,7 @@ void set_side_header(internal::Record* h, internal::RecordKind kind, std::uint32
 }
 
 // The inputs' side record(s), in the room reserved at the calling thread's buffer end.
-// Encoded where the header goes: at most 16 bytes stay there, in its first two words
+// Encoded where the header goes: at most 16 bytes stay there, in its start and end words
 // (kInputsInline: one record instead of two, for an mm's two small tensors), more move up
 // behind it as a kInputs blob's payload.
 void write_inputs_at_end(std::span<const Value> inputs, std::uint32_t id, std::uint16_t thread,
@@ -135,12 +135,15 @@ void write_inputs_at_end(std::span<const Value> inputs, std::uint32_t id, std::u
   const std::size_t n = record::encode_inputs_to(inputs, bytes);
   constexpr std::size_t kInline = 2 * sizeof(std::uint64_t);
   if (n <= kInline) {
-    h->name = n;  // the bytes are in start and end
+    // The bytes are in start and end: the second word moves to `end`, past the header's
+    // fields, which follow `start`.
+    std::memcpy(&h->end, bytes + sizeof h->start, sizeof h->end);
+    h->name = n;
     set_side_header(h, internal::RecordKind::kInputsInline, id, thread, scope);
     internal::publish_blob(0);
     return;
   }
-  std::memmove(h + 1, bytes, n);
+  std::memmove(bytes + sizeof(internal::Record), bytes, n);
   h->start = 0;
   h->end = n;
   h->name = 0;
@@ -190,17 +193,17 @@ void RecordFunction::record_lenses(std::span<const Value> inputs, int skip_calle
     }
   }
   if ((lenses & internal::kLensModules) && internal::t_module != nullptr) {
-    internal::append({0, 0, internal::t_module->path_id, id_, thread_, scope,
-                      static_cast<std::uint8_t>(internal::RecordKind::kModule), 0},
+    internal::append(internal::make_record(0, 0, internal::t_module->path_id, id_, thread_, scope,
+                                           internal::RecordKind::kModule, 0),
                      epoch_);
   }
 }
 
 void RecordFunction::append_flops(std::int64_t flops) noexcept {
-  internal::append({static_cast<std::uint64_t>(flops), 0, 0, id_, thread_,
-                    static_cast<std::uint8_t>(scope_),
-                    static_cast<std::uint8_t>(internal::RecordKind::kFlops), 0},
-                   epoch_);
+  internal::append(
+      internal::make_record(static_cast<std::uint64_t>(flops), 0, 0, id_, thread_,
+                            static_cast<std::uint8_t>(scope_), internal::RecordKind::kFlops, 0),
+      epoch_);
 }
 
 void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
@@ -220,6 +223,7 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
   needs_inputs_ = false;
   observers_ = nullptr;
   epoch_ = record ? epoch : 0;
+  compact_tag_ = record ? compact_tag_of(name, name_flags, scope_) : 0;
   // Handles must be unique across threads, which needs a registered slot.
   thread_ = c.registered ? c.slot : collect::ensure_registered();
   id_ = record ? internal::take_range_id(c) : internal::take_other_id(c);
@@ -257,9 +261,11 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
 void RecordFunction::end_observed() noexcept {
   const std::uint64_t end = internal::ticks();
   if (epoch_ != 0) {
-    internal::append({start_, end, name_, id_, thread_, static_cast<std::uint8_t>(scope_),
-                      static_cast<std::uint8_t>(internal::RecordKind::kRange), name_flags_},
-                     epoch_);
+    internal::append_range(start_, end, id_, thread_, compact_tag_, epoch_, [&] {
+      return internal::make_record(start_, end, name_, id_, thread_,
+                                   static_cast<std::uint8_t>(scope_), internal::RecordKind::kRange,
+                                   name_flags_);
+    });
     if (sequence_nr_ >= 0 || forward_thread_id_ != 0) append_link();
   }
   if (observers_ != nullptr) {
@@ -278,9 +284,9 @@ void RecordFunction::end_observed() noexcept {
 }
 
 void RecordFunction::append_link() noexcept {
-  internal::append({static_cast<std::uint64_t>(sequence_nr_), forward_thread_id_, 0, id_, thread_,
-                    static_cast<std::uint8_t>(scope_),
-                    static_cast<std::uint8_t>(internal::RecordKind::kLink), 0},
+  internal::append(internal::make_record(
+                       static_cast<std::uint64_t>(sequence_nr_), forward_thread_id_, 0, id_,
+                       thread_, static_cast<std::uint8_t>(scope_), internal::RecordKind::kLink, 0),
                    epoch_);
 }
 

@@ -24,52 +24,105 @@ enum class RecordKind : std::uint8_t {
   kRange = 1,    // a RecordFunction: begin and end ticks
   kInstant = 2,  // a mark: start == end
   kLink = 3,     // side record of a range: start = sequence number, end = forward thread id
-  // Blobs: a header record followed by ceil(end / 32) payload records (see append_blob).
+  // Blobs: a header record followed by ceil(end / 16) payload slots (see append_blob).
   // The header's (thread, id) names the range the blob belongs to; start is its tick.
-  kInputs = 4,   // payload: the range's inputs, encoded by src/record/value_codec
-  kStack = 5,    // payload: frame words, innermost first (see src/record/stack_capture.h)
-  kMemory = 6,   // payload: MemoryPayload; name = address, scope = category, flags = action
-  kFlops = 7,    // side record of a range: start = FLOPs stated by the caller
-  kModule = 8,   // side record of a range: name = interned module path ("Model.Linear_0")
+  kInputs = 4,  // payload: the range's inputs, encoded by src/record/value_codec
+  kStack = 5,   // payload: frame words, innermost first (see src/record/stack_capture.h)
+  kMemory = 6,  // payload: MemoryPayload; name = address, scope = category, flags = action
+  kFlops = 7,   // side record of a range: start = FLOPs stated by the caller
+  kModule = 8,  // side record of a range: name = interned module path ("Model.Linear_0")
   // Side record of a range whose encoded inputs take at most 16 bytes (two small tensors, an
   // mm's): start then end hold the bytes, name their count. Half the memory of a kInputs blob.
   kInputsInline = 9,
+  kCompactRange = 10,  // a range in one slot: see kCompactNameBits below
 };
 
 // Flags in Record::flags.
 inline constexpr std::uint8_t kNameInterned = 1;  // Record::name is a StringTable id
 inline constexpr std::uint8_t kNameSite = 0;      // Record::name is a `const CallSite*`
 
-// One plain range in 32 bytes (DESIGN.md: <= 32 bytes per range). Everything optional lives
-// in side records keyed by (thread, id), so a session without lenses pays nothing for them.
+// A thread's buffer is a sequence of 16-byte slots. A record takes one slot (a CompactRange)
+// or two (a Record), and a blob's payload follows its header in whole slots. The low four
+// bits of byte 15 of a record's first slot hold its RecordKind in both layouts, so a reader
+// knows from the first slot how many follow.
+struct alignas(16) Slot {
+  std::uint64_t word[2];
+};
+
+// Every record but the compact range: 32 bytes, two slots. Everything optional lives in side
+// records keyed by (thread, id), so a session without lenses pays nothing for them.
 struct Record {
   std::uint64_t start;     // ticks
-  std::uint64_t end;       // ticks
-  std::uintptr_t name;     // const CallSite* or interned id, see flags
   std::uint32_t id;        // per-thread counter of the thread that began the range
   std::uint16_t thread;    // slot of the thread that began the range
   std::uint8_t scope;      // RecordScope
-  std::uint8_t kind : 4;   // RecordKind
+  std::uint8_t kind : 4;   // RecordKind: byte 15, as in CompactRange
   std::uint8_t flags : 4;  // kNameInterned, ...
+  std::uint64_t end;       // ticks
+  std::uintptr_t name;     // const CallSite* or interned id, see flags
 };
-static_assert(sizeof(Record) == 32, "a range must stay within 32 bytes of buffer");
+static_assert(sizeof(Record) == 2 * sizeof(Slot), "a range must stay within 32 bytes of buffer");
+
+// A Record from its fields, for the call sites that build one whole.
+constexpr Record make_record(std::uint64_t start, std::uint64_t end, std::uintptr_t name,
+                             std::uint32_t id, std::uint16_t thread, std::uint8_t scope,
+                             RecordKind kind, std::uint8_t flags) noexcept {
+  Record r{};
+  r.start = start;
+  r.id = id;
+  r.thread = thread;
+  r.scope = scope;
+  r.kind = static_cast<std::uint8_t>(kind) & 0xF;
+  r.flags = flags & 0xF;
+  r.end = end;
+  r.name = name;
+  return r;
+}
+
+// The common range in one slot: it began and ended on the thread whose buffer holds it,
+// began in the current chunk's tick span (at most 2^32 ticks after the chunk's first, about
+// 1.7 s at 2.5 GHz) and lasted under 2^32 ticks, and its name has a compact index below 2^23
+// (a call site's CallSite::compact_index, or an interned id). Anything else is a Record. Half
+// the bytes matter because in a program's first window each byte of buffer is fresh memory,
+// which costs as much per range as the range itself (bench/RESULTS.md, first_window_bench).
+//   word[0]: start - the chunk's base tick (bits 0..31), end - start (bits 32..63)
+//   word[1]: id (bits 0..31), name index (32..54), interned (55), kind (56..59), scope (60..63)
+inline constexpr std::uint32_t kCompactNameBits = 23;
+inline constexpr std::uint32_t kCompactNameLimit = 1u << kCompactNameBits;
+inline constexpr std::uint32_t kCompactInterned = 1u << kCompactNameBits;
+// The upper half of word[1] of a compact range, from its name index, name kind and scope.
+constexpr std::uint32_t compact_tag(std::uint32_t name_index, bool interned,
+                                    std::uint8_t scope) noexcept {
+  return name_index | (interned ? kCompactInterned : 0) |
+         (static_cast<std::uint32_t>(RecordKind::kCompactRange) << 24) |
+         (static_cast<std::uint32_t>(scope) << 28);
+}
+
+// The kind of the record whose first slot is `s` (read as a byte: the slot may hold a
+// Record's fields).
+inline RecordKind kind_of(const Slot& s) noexcept {
+  return static_cast<RecordKind>(reinterpret_cast<const unsigned char*>(&s)[15] & 0xF);
+}
 
 // A chunk of a thread's buffer. Written only by its thread; `published` marks how far.
 struct Chunk {
-  std::atomic<Record*> published;
-  Record* limit;
-  std::uint64_t bytes;  // size of the allocation, header included
-  std::uint64_t pad;    // keeps the records that follow 32-byte aligned
-  // Records follow, 32-byte aligned.
-  Record* records() noexcept { return reinterpret_cast<Record*>(this + 1); }
+  std::atomic<Slot*> published;
+  Slot* limit;
+  std::uint64_t bytes;       // size of the allocation, header included
+  std::uint64_t base_ticks;  // compact ranges' starts count from here (set when taken)
+  // Slots follow, 32-byte aligned.
+  Slot* slots() noexcept { return reinterpret_cast<Slot*>(this + 1); }
 };
 static_assert(sizeof(Chunk) == 32);
 
 // The calling thread's cursor. Trivial so that the thread_local needs no guard.
 struct ThreadContext {
-  Record* cur;            // next free record in `chunk`
-  Record* end;            // end of `chunk`; cur == end sends appends to the slow path
+  Slot* cur;  // next free slot in `chunk`
+  // One slot before the end of `chunk`, so that cur < end means a whole Record fits (and a
+  // compact range too); cur >= end sends appends to the slow path.
+  Slot* end;
   Chunk* chunk;           // current chunk
+  std::uint64_t base;     // chunk->base_ticks, read by every compact range
   std::uint32_t epoch;    // session epoch the buffer holds; 0 = none
   std::uint32_t next_id;  // ids of the ranges this thread records (take_range_id)
   std::uint16_t slot;     // registry slot; valid once registered
@@ -133,21 +186,27 @@ inline std::uint32_t take_other_id(ThreadContext& c) noexcept {
 // Appends when the fast path cannot: another epoch, a full chunk, or the byte limit reached
 // (then the record is dropped and counted).
 [[gnu::noinline]] void append_slow(const Record& record, std::uint32_t epoch) noexcept;
-// Appends `header` (its `end` set to `bytes`) and `bytes` of payload in ceil(bytes / 32)
-// records, all or nothing: when the byte limit refuses, the blob is dropped and counted as
-// one event. Returns false when dropped.
+// Appends `header` (its `end` set to `bytes`) and `bytes` of payload in ceil(bytes / 16)
+// slots, all or nothing: when the byte limit refuses, the blob is dropped and counted as one
+// event. Returns false when dropped.
 bool append_blob(Record header, const void* payload, std::size_t bytes,
                  std::uint32_t epoch) noexcept;
 // reserve_blob when the current chunk cannot hold the blob, or the thread is not ready for
 // `epoch`: takes a new chunk, or drops and counts.
 [[gnu::noinline]] std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept;
 
+// The number of slots a blob of `payload_bytes` takes, its header included.
+constexpr std::size_t blob_slots(std::size_t payload_bytes) noexcept {
+  return sizeof(Record) / sizeof(Slot) + (payload_bytes + sizeof(Slot) - 1) / sizeof(Slot);
+}
+
 // The payload bytes a blob could have in the calling thread's current chunk without taking
 // another; 0 when the thread does not record into `epoch` yet.
 inline std::size_t blob_room(std::uint32_t epoch) noexcept {
   const ThreadContext& c = t_ctx;
-  if (c.epoch != epoch || c.cur == c.end) return 0;
-  return static_cast<std::size_t>(c.end - c.cur - 1) * sizeof(Record);
+  if (c.epoch != epoch || c.cur >= c.end) return 0;
+  // The chunk ends one slot after `end`; the header takes two.
+  return static_cast<std::size_t>(c.end - c.cur - 1) * sizeof(Slot);
 }
 
 // append_blob in steps, for a blob written in place (no copy through a scratch buffer):
@@ -156,7 +215,9 @@ inline std::size_t blob_room(std::uint32_t epoch) noexcept {
 // publish_blob() below then fill and publish it, with at most the bytes reserved. The calling
 // thread must append nothing else in between. Inline while the current chunk has the room.
 inline std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept {
-  if (blob_room(epoch) >= bytes) [[likely]] return reinterpret_cast<std::byte*>(t_ctx.cur + 1);
+  if (blob_room(epoch) >= bytes) [[likely]] {
+    return reinterpret_cast<std::byte*>(t_ctx.cur) + sizeof(Record);
+  }
   return reserve_blob_slow(bytes, epoch);
 }
 
@@ -166,10 +227,10 @@ inline std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept 
 //   Record* h = blob_header();  // after blob_room() or reserve_blob() made room
 //   ... fill *h and the payload after it ...
 //   publish_blob(payload_bytes);
-inline Record* blob_header() noexcept { return t_ctx.cur; }
+inline Record* blob_header() noexcept { return reinterpret_cast<Record*>(t_ctx.cur); }
 inline void publish_blob(std::size_t payload_bytes) noexcept {
   ThreadContext& c = t_ctx;
-  c.cur += 1 + (payload_bytes + sizeof(Record) - 1) / sizeof(Record);
+  c.cur += blob_slots(payload_bytes);
   c.chunk->published.store(c.cur, std::memory_order_release);
 }
 
@@ -177,13 +238,34 @@ inline void publish_blob(std::size_t payload_bytes) noexcept {
 // unless a new chunk is needed; publishing is one release store.
 inline void append(const Record& record, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
-  if (c.epoch == epoch && c.cur != c.end) [[likely]] {
-    *c.cur = record;
-    ++c.cur;
+  if (c.epoch == epoch && c.cur < c.end) [[likely]] {
+    *reinterpret_cast<Record*>(c.cur) = record;
+    c.cur += sizeof(Record) / sizeof(Slot);
     c.chunk->published.store(c.cur, std::memory_order_release);
     return;
   }
   append_slow(record, epoch);
+}
+
+// Appends a range that began on the calling thread (slot `thread`) at `start` and ended at
+// `end`: as a compact range when it qualifies (see kCompactNameBits), else as `full()`, a
+// Record. `tag` is compact_tag() of its name, or 0 when the name has no compact index.
+template <typename Full>
+inline void append_range(std::uint64_t start, std::uint64_t end, std::uint32_t id,
+                         std::uint16_t thread, std::uint32_t tag, std::uint32_t epoch,
+                         Full full) noexcept {
+  ThreadContext& c = t_ctx;
+  const std::uint64_t from_base = start - c.base;  // wraps when it began before the chunk
+  const std::uint64_t duration = end - start;
+  if (c.epoch == epoch && c.cur < c.end && c.slot == thread && tag != 0 &&
+      ((from_base | duration) >> 32) == 0) [[likely]] {
+    c.cur->word[0] = from_base | (duration << 32);
+    c.cur->word[1] = id | (static_cast<std::uint64_t>(tag) << 32);
+    ++c.cur;
+    c.chunk->published.store(c.cur, std::memory_order_release);
+    return;
+  }
+  append(full(), epoch);
 }
 
 }  // namespace opscope::internal

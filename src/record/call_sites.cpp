@@ -1,0 +1,56 @@
+#include "record/call_sites.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "collect/collector.h"
+
+namespace opscope {
+namespace {
+
+struct CallSites {
+  std::mutex mu;
+  std::vector<const CallSite*> sites = std::vector<const CallSite*>(1, nullptr);
+};
+
+CallSites& table() {
+  static CallSites* t = new CallSites;  // never destroyed: ranges may end after main returns
+  return *t;
+}
+
+}  // namespace
+
+namespace internal {
+
+std::uint32_t register_call_site(const CallSite& site) noexcept {
+  collect::OwnWorkScope own;  // an allocation hook must not report the table's growth
+  CallSites& t = table();
+  std::atomic_ref<std::uint32_t> index(site.compact_index);
+  try {
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (const std::uint32_t known = index.load(std::memory_order_acquire); known != 0) {
+      return known;  // another thread registered it first
+    }
+    if (t.sites.size() >= kCompactNameLimit) return 0;
+    t.sites.push_back(&site);
+    const auto given = static_cast<std::uint32_t>(t.sites.size() - 1);
+    // Release: a thread that reads the index finds the site in the table.
+    index.store(given, std::memory_order_release);
+    return given;
+  } catch (...) {
+    return 0;  // out of memory: the site's ranges take 32-byte records
+  }
+}
+
+}  // namespace internal
+
+namespace record {
+
+std::vector<const CallSite*> call_sites() {
+  CallSites& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.sites;
+}
+
+}  // namespace record
+}  // namespace opscope
