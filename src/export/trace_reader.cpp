@@ -257,14 +257,14 @@ class Reader {
     std::string labels;
     std::int64_t sort_index = -1;
   };
-  struct PendingFlow {
-    std::uint32_t category;  // index into flow_categories_
+  // One end of a flow ("s", "t" or "f"), in the order the trace gave it.
+  struct FlowEnd {
     std::int64_t id;
-    std::int32_t thread;
     std::int64_t ts;
-    bool has_start = false;
-    std::int32_t end_thread = -1;
-    std::int64_t end_ts = 0;
+    std::uint32_t category;  // index into flow_categories_
+    std::int32_t thread;
+    std::uint32_t order;  // its place among the trace's flow ends (wraps; see hand_over_flows)
+    char ph;
   };
 
   // Parses a value's text that lies inside the document, in place: the document's padding
@@ -799,42 +799,54 @@ class Reader {
     std::uint32_t category = 0;
     while (category < flow_categories_.size() && flow_categories_[category] != cat) ++category;
     if (category == flow_categories_.size()) flow_categories_.emplace_back(cat);
-    PendingFlow& f = flows_[FlowKey{category, key}];
-    f.category = category;
-    f.id = key;
-    if (ph == 's') {
-      f.thread = thread;
-      f.ts = ts;
-      f.has_start = true;
-    } else if (ph == 'f' || f.end_thread < 0) {
-      f.end_thread = thread;
-      f.end_ts = ts;
-    }
+    flow_ends_.push_back({key, ts, category, thread,
+                          static_cast<std::uint32_t>(flow_ends_.size()), ph});
   }
 
   // The flows whose two ends were read, to the builder in the order of their category's name
-  // and id, whatever order the hash map keeps. The map (its nodes are most of a flow's memory)
-  // is gone before the builder gets them: this is a read's peak of memory.
+  // and id. The ends are sorted by (category, id, order read) and each id's ends taken in the
+  // order the trace gave them: its last "s" starts the flow, its last "f" (else its first
+  // other end) ends it. A sorted array, not a hash map of flows: a map node per flow cost a
+  // tenth of a read of a trace full of launch arrows, and more memory.
   void hand_over_flows() {
-    std::vector<PendingFlow> flows;
-    flows.reserve(flows_.size());
-    for (const auto& [key, f] : flows_) {
-      if (f.has_start && f.end_thread >= 0) flows.push_back(f);
-    }
-    flows_ = {};
     std::vector<std::uint32_t> rank(flow_categories_.size());  // of each category's name
     for (std::uint32_t c = 0; c < rank.size(); ++c) {
       for (const std::string& other : flow_categories_) rank[c] += other < flow_categories_[c];
     }
-    std::sort(flows.begin(), flows.end(), [&](const PendingFlow& a, const PendingFlow& b) {
+    // `order` is the index in flow_ends_ (below 2^32 ends: 64 GiB of them), so the sort is
+    // stable where it matters without std::stable_sort's buffer.
+    std::sort(flow_ends_.begin(), flow_ends_.end(), [&](const FlowEnd& a, const FlowEnd& b) {
       if (a.category != b.category) return rank[a.category] < rank[b.category];
-      return a.id < b.id;
+      if (a.id != b.id) return a.id < b.id;
+      return a.order < b.order;
     });
-    builder_.reserve_flows(flows.size());
-    for (const PendingFlow& f : flows) {
-      builder_.add_flow(flow_categories_[f.category], f.id, {f.thread, f.ts},
-                        {f.end_thread, f.end_ts});
+    std::size_t flows = 0;
+    for (std::size_t i = 0; i < flow_ends_.size(); ++i) {
+      flows += i == 0 || flow_ends_[i].id != flow_ends_[i - 1].id ||
+               flow_ends_[i].category != flow_ends_[i - 1].category;
     }
+    builder_.reserve_flows(flows);
+    for (std::size_t i = 0; i < flow_ends_.size();) {
+      std::size_t j = i;
+      const FlowEnd* start = nullptr;
+      const FlowEnd* end = nullptr;
+      for (; j < flow_ends_.size() && flow_ends_[j].id == flow_ends_[i].id &&
+             flow_ends_[j].category == flow_ends_[i].category;
+           ++j) {
+        const FlowEnd& f = flow_ends_[j];
+        if (f.ph == 's') {
+          start = &f;
+        } else if (f.ph == 'f' || end == nullptr) {
+          end = &f;
+        }
+      }
+      if (start != nullptr && end != nullptr) {
+        builder_.add_flow(flow_categories_[start->category], start->id, {start->thread, start->ts},
+                          {end->thread, end->ts});
+      }
+      i = j;
+    }
+    flow_ends_ = {};
   }
 
   std::shared_ptr<const ProfilerResult> build() {
@@ -905,18 +917,8 @@ class Reader {
   std::map<std::string, std::int64_t> text_pids_;
   std::map<std::int64_t, std::int64_t> cpu_events_by_pid_;
   std::unordered_map<std::string_view, std::string_view> names_;
-  struct FlowKey {
-    std::uint32_t category;
-    std::int64_t id;
-    bool operator==(const FlowKey&) const = default;
-  };
-  struct FlowKeyHash {
-    std::size_t operator()(const FlowKey& k) const {
-      return std::hash<std::int64_t>{}(k.id) * 31 + k.category;
-    }
-  };
   std::vector<std::string> flow_categories_;
-  std::unordered_map<FlowKey, PendingFlow, FlowKeyHash> flows_;
+  std::vector<FlowEnd> flow_ends_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;
   std::string device_properties_;
