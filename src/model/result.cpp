@@ -301,14 +301,25 @@ void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thre
 void ProfilerResult::Builder::resolve_flows() {
   if (flows_.empty()) return;
   const std::vector<Event>& events = result_->events_;
+  // Each thread's events are contiguous, in start order: where each thread's begin, found
+  // once (a flow end then searches its thread's events alone).
+  std::int32_t threads = 0;
+  for (const PendingFlow& f : flows_) {
+    threads = std::max({threads, f.from.thread + 1, f.to.thread + 1});
+  }
+  std::vector<std::size_t> thread_begin(static_cast<std::size_t>(threads) + 1);
+  for (std::int32_t t = 0; t <= threads; ++t) {
+    thread_begin[static_cast<std::size_t>(t)] = static_cast<std::size_t>(
+        std::lower_bound(events.begin(), events.end(), t,
+                         [](const Event& e, std::int32_t thread) { return e.thread < thread; }) -
+        events.begin());
+  }
   const auto holder = [&](const FlowEnd& end) -> std::int32_t {
-    // The thread's events are contiguous, in start order.
-    const auto first =
-        std::lower_bound(events.begin(), events.end(), end.thread,
-                         [](const Event& e, std::int32_t thread) { return e.thread < thread; });
-    const auto last =
-        std::upper_bound(first, events.end(), end.thread,
-                         [](std::int32_t thread, const Event& e) { return thread < e.thread; });
+    if (end.thread < 0) return -1;
+    const auto first = events.begin() + static_cast<std::ptrdiff_t>(
+                                            thread_begin[static_cast<std::size_t>(end.thread)]);
+    const auto last = events.begin() + static_cast<std::ptrdiff_t>(
+                                           thread_begin[static_cast<std::size_t>(end.thread) + 1]);
     auto it = std::upper_bound(first, last, end.time_ns,
                                [](std::int64_t ts, const Event& e) { return ts < e.start_ns; });
     // Climb back to an event that still holds the time; 64 steps bound the walk over
