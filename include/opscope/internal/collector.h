@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,10 +42,11 @@ enum class RecordKind : std::uint8_t {
 inline constexpr std::uint8_t kNameInterned = 1;  // Record::name is a StringTable id
 inline constexpr std::uint8_t kNameSite = 0;      // Record::name is a `const CallSite*`
 
-// A thread's buffer is a sequence of 16-byte slots. A record takes one slot (a CompactRange)
-// or two (a Record), and a blob's payload follows its header in whole slots. The low four
-// bits of byte 15 of a record's first slot hold its RecordKind in both layouts, so a reader
-// knows from the first slot how many follow.
+// A thread's buffer is a sequence of 16-byte slots. A record takes one slot (a compact range,
+// below) or two (a Record), and a blob's payload follows its header in whole slots. The low
+// four bits of byte 15 of a record's first slot hold its RecordKind in both layouts, so a
+// reader knows from the first slot how many follow (both layouts assume a little-endian CPU).
+static_assert(std::endian::native == std::endian::little, "the record layouts are little-endian");
 struct alignas(16) Slot {
   std::uint64_t word[2];
 };
@@ -56,7 +58,7 @@ struct Record {
   std::uint32_t id;        // per-thread counter of the thread that began the range
   std::uint16_t thread;    // slot of the thread that began the range
   std::uint8_t scope;      // RecordScope
-  std::uint8_t kind : 4;   // RecordKind: byte 15, as in CompactRange
+  std::uint8_t kind : 4;   // RecordKind: byte 15, as in a compact range
   std::uint8_t flags : 4;  // kNameInterned, ...
   std::uint64_t end;       // ticks
   std::uintptr_t name;     // const CallSite* or interned id, see flags
