@@ -73,16 +73,19 @@ struct ThreadBuffer {
 };
 
 // Chunk memory. Large chunks are mapped with their pages populated (one system call instead
-// of a page fault every 128 ranges). Fresh pages are the dominant cost of a busy range (the
+// of a page fault every 256 compact ranges). Fresh pages are the dominant cost of a busy range (the
 // kernel's work for them costs more per range than the range itself), so chunks are pooled:
 // - While a window may record (a Profiler holds the claim), a background thread keeps
-//   kReserveChunks mapped ahead of demand, off the recording threads.
+//   kReserveChunks mapped ahead of demand, off the recording threads. Two are enough: a chunk
+//   holds 131,070 ranges (about 2.4 ms of back-to-back ranges), mapping one takes about
+//   0.7 ms here, and chunks mapped ahead but never written are page work a first window pays
+//   for nothing (with four, its process CPU per range was about 0.02 x two TSC reads more).
 // - Chunks a window no longer needs go back to the pool, up to kPoolCapChunks, and stay there
 //   across windows and Profilers: the next window of a similar size touches no fresh page.
 // - Once nothing records for kPoolIdleRelease, the refill thread unmaps the pool and exits, so
 //   a program that profiled once does not keep the memory.
 // Measured in bench/RESULTS.md (first_window_bench).
-inline constexpr std::size_t kReserveChunks = 4;    // 8 MiB mapped ahead while profiling
+inline constexpr std::size_t kReserveChunks = 2;    // 4 MiB mapped ahead while profiling
 inline constexpr std::size_t kPoolCapChunks = 128;  // 256 MiB kept at most between windows
 inline constexpr std::chrono::milliseconds kPoolIdleRelease{10'000};
 
