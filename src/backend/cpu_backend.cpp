@@ -61,11 +61,6 @@ std::uint32_t lens_bits(const LensSet& l) {
   return bits;
 }
 
-// Number of payload slots that follow a blob header.
-std::size_t payload_slots(const internal::Record& header) {
-  return internal::blob_slots(header.end) - sizeof(internal::Record) / sizeof(internal::Slot);
-}
-
 struct WordsHash {
   std::size_t operator()(const std::vector<std::uint64_t>& v) const noexcept {
     std::uint64_t h = 1469598103934665603ull;
@@ -210,10 +205,10 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           add_own_range(e);
           continue;
         }
-        if (slots.size() - i < 2) break;  // cannot happen: records are published whole
+        if (slots.size() - i < internal::kRecordSlots) break;  // cannot happen: published whole
         internal::Record r;
         std::memcpy(&r, &first, sizeof r);
-        i += 2;
+        i += internal::kRecordSlots;
         const auto kind = static_cast<internal::RecordKind>(r.kind);
         if (kind == internal::RecordKind::kLink) {
           links[handle_of(r)] = {static_cast<std::int64_t>(r.start), r.end};
@@ -238,7 +233,7 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
         }
         if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
             kind == internal::RecordKind::kMemory) {
-          const std::size_t n = payload_slots(r);
+          const std::size_t n = internal::payload_slots(r.end);
           if (slots.size() - i < n) break;  // cannot happen: blobs are published whole
           const auto* payload = reinterpret_cast<const std::byte*>(&slots[i]);
           i += n;

@@ -317,7 +317,6 @@ void write_into(ThreadContext& c, Chunk* chunk) noexcept {
   chunk->base_ticks = internal::ticks();
   chunk->published.store(chunk->slots(), std::memory_order_release);
   c.chunk = chunk;
-  c.base = chunk->base_ticks;
   c.cur = chunk->slots();
   c.end = chunk->limit - 1;  // see ThreadContext::end
 }
@@ -624,7 +623,7 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
     return;
   }
   *reinterpret_cast<Record*>(c.cur) = record;
-  c.cur += sizeof(Record) / sizeof(internal::Slot);
+  c.cur += kRecordSlots;
   c.chunk->published.store(c.cur, std::memory_order_release);
 }
 
@@ -641,7 +640,7 @@ std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept {
       return nullptr;
     }
   }
-  return reinterpret_cast<std::byte*>(c.cur) + sizeof(Record);
+  return reinterpret_cast<std::byte*>(c.cur + kRecordSlots);
 }
 
 bool append_blob(Record header, const void* payload, std::size_t bytes,

@@ -820,12 +820,7 @@ class Reader {
       if (a.id != b.id) return a.id < b.id;
       return a.order < b.order;
     });
-    std::size_t flows = 0;
-    for (std::size_t i = 0; i < flow_ends_.size(); ++i) {
-      flows += i == 0 || flow_ends_[i].id != flow_ends_[i - 1].id ||
-               flow_ends_[i].category != flow_ends_[i - 1].category;
-    }
-    builder_.reserve_flows(flows);
+    builder_.reserve_flows(flow_ends_.size() / 2);  // a flow has two ends at least
     for (std::size_t i = 0; i < flow_ends_.size();) {
       std::size_t j = i;
       const FlowEnd* start = nullptr;

@@ -302,11 +302,8 @@ void ProfilerResult::Builder::resolve_flows() {
   if (flows_.empty()) return;
   const std::vector<Event>& events = result_->events_;
   // Each thread's events are contiguous, in start order: where each thread's begin, found
-  // once (a flow end then searches its thread's events alone).
-  std::int32_t threads = 0;
-  for (const PendingFlow& f : flows_) {
-    threads = std::max({threads, f.from.thread + 1, f.to.thread + 1});
-  }
+  // once (a flow end then searches its thread's events alone). add_event kept the largest.
+  const std::int32_t threads = max_thread_ + 1;
   std::vector<std::size_t> thread_begin(static_cast<std::size_t>(threads) + 1);
   for (std::int32_t t = 0; t <= threads; ++t) {
     thread_begin[static_cast<std::size_t>(t)] = static_cast<std::size_t>(
@@ -315,7 +312,7 @@ void ProfilerResult::Builder::resolve_flows() {
         events.begin());
   }
   const auto holder = [&](const FlowEnd& end) -> std::int32_t {
-    if (end.thread < 0) return -1;
+    if (end.thread < 0 || end.thread >= threads) return -1;  // a thread without events
     const auto first = events.begin() + static_cast<std::ptrdiff_t>(
                                             thread_begin[static_cast<std::size_t>(end.thread)]);
     const auto last = events.begin() + static_cast<std::ptrdiff_t>(

@@ -64,6 +64,7 @@ struct Record {
   std::uintptr_t name;     // const CallSite* or interned id, see flags
 };
 static_assert(sizeof(Record) == 2 * sizeof(Slot), "a range must stay within 32 bytes of buffer");
+inline constexpr std::size_t kRecordSlots = sizeof(Record) / sizeof(Slot);
 
 // A Record from its fields, for the call sites that build one whole.
 constexpr Record make_record(std::uint64_t start, std::uint64_t end, std::uintptr_t name,
@@ -124,7 +125,6 @@ struct ThreadContext {
   // compact range too); cur >= end sends appends to the slow path.
   Slot* end;
   Chunk* chunk;           // current chunk
-  std::uint64_t base;     // chunk->base_ticks, read by every compact range
   std::uint32_t epoch;    // session epoch the buffer holds; 0 = none
   std::uint32_t next_id;  // ids of the ranges this thread records (take_range_id)
   std::uint16_t slot;     // registry slot; valid once registered
@@ -197,9 +197,12 @@ bool append_blob(Record header, const void* payload, std::size_t bytes,
 // `epoch`: takes a new chunk, or drops and counts.
 [[gnu::noinline]] std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept;
 
-// The number of slots a blob of `payload_bytes` takes, its header included.
+// The number of slots `bytes` of a blob's payload take, and the blob with its header.
+constexpr std::size_t payload_slots(std::size_t bytes) noexcept {
+  return (bytes + sizeof(Slot) - 1) / sizeof(Slot);
+}
 constexpr std::size_t blob_slots(std::size_t payload_bytes) noexcept {
-  return sizeof(Record) / sizeof(Slot) + (payload_bytes + sizeof(Slot) - 1) / sizeof(Slot);
+  return kRecordSlots + payload_slots(payload_bytes);
 }
 
 // The payload bytes a blob could have in the calling thread's current chunk without taking
@@ -218,7 +221,7 @@ inline std::size_t blob_room(std::uint32_t epoch) noexcept {
 // thread must append nothing else in between. Inline while the current chunk has the room.
 inline std::byte* reserve_blob(std::size_t bytes, std::uint32_t epoch) noexcept {
   if (blob_room(epoch) >= bytes) [[likely]] {
-    return reinterpret_cast<std::byte*>(t_ctx.cur) + sizeof(Record);
+    return reinterpret_cast<std::byte*>(t_ctx.cur + kRecordSlots);
   }
   return reserve_blob_slow(bytes, epoch);
 }
@@ -242,7 +245,7 @@ inline void append(const Record& record, std::uint32_t epoch) noexcept {
   ThreadContext& c = t_ctx;
   if (c.epoch == epoch && c.cur < c.end) [[likely]] {
     *reinterpret_cast<Record*>(c.cur) = record;
-    c.cur += sizeof(Record) / sizeof(Slot);
+    c.cur += kRecordSlots;
     c.chunk->published.store(c.cur, std::memory_order_release);
     return;
   }
@@ -257,15 +260,17 @@ inline void append_range(std::uint64_t start, std::uint64_t end, std::uint32_t i
                          std::uint16_t thread, std::uint32_t tag, std::uint32_t epoch,
                          Full full) noexcept {
   ThreadContext& c = t_ctx;
-  const std::uint64_t from_base = start - c.base;  // wraps when it began before the chunk
-  const std::uint64_t duration = end - start;
-  if (c.epoch == epoch && c.cur < c.end && c.slot == thread && tag != 0 &&
-      ((from_base | duration) >> 32) == 0) [[likely]] {
-    c.cur->word[0] = from_base | (duration << 32);
-    c.cur->word[1] = id | (static_cast<std::uint64_t>(tag) << 32);
-    ++c.cur;
-    c.chunk->published.store(c.cur, std::memory_order_release);
-    return;
+  if (c.epoch == epoch && c.cur < c.end && c.slot == thread && tag != 0) [[likely]] {
+    // The chunk's header is the line `published` is stored to below: reading it costs no miss.
+    const std::uint64_t from_base = start - c.chunk->base_ticks;  // wraps: began before it
+    const std::uint64_t duration = end - start;
+    if (((from_base | duration) >> 32) == 0) [[likely]] {
+      c.cur->word[0] = from_base | (duration << 32);
+      c.cur->word[1] = id | (static_cast<std::uint64_t>(tag) << 32);
+      ++c.cur;
+      c.chunk->published.store(c.cur, std::memory_order_release);
+      return;
+    }
   }
   append(full(), epoch);
 }
