@@ -27,6 +27,10 @@
 
 namespace opscope {
 
+namespace util {
+class FreshPages;  // the Builder's fresh events, mapped on a second core (src/util)
+}
+
 // What an event describes. Values reach files: never reuse one.
 enum class EventKind : std::uint8_t {
   kRange = 0,       // began and ended on the same thread
@@ -365,6 +369,10 @@ class ProfilerResult::Builder {
   bool grouped_ = true;
   std::int32_t last_thread_ = 0;
   std::int32_t max_thread_ = 0;
+  // While reserve()'s fresh events are written: their pages mapped from the far end on a
+  // second thread, stopped before the events can move. Declared after result_, so destroyed
+  // first.
+  std::shared_ptr<util::FreshPages> fresh_;
 };
 
 }  // namespace opscope

@@ -64,7 +64,29 @@ std::string open_reason(const std::string& path, int err) {
 // than 4 KiB pages (the kernel compacts memory to find one), and it made the first
 // chrome_trace_json() of a process spend most of its time in the kernel zeroing them
 // (bench/RESULTS.md, session_bench).
-void MemorySink::reserve(std::size_t n) { data_.reserve(n); }
+//
+// A large reservation (a trace's estimated size) is mapped from its end on a second core while
+// the output is written from its start (util::FreshPages); what the output did not fill is
+// given back when it is taken.
+void MemorySink::reserve(std::size_t n) {
+  stop_mapping_back();
+  data_.reserve(n);
+  back_ = util::FreshPages::start(data_.data() + data_.size(), data_.capacity() - data_.size());
+}
+
+void MemorySink::stop_mapping_back() {
+  if (back_ == nullptr) return;
+  back_.reset();
+  // The pages after the output and its terminating NUL.
+  const std::size_t used = data_.size() + 1;
+  util::release_pages(data_.data() + used, data_.capacity() + 1 - used);
+  populated_in_ = nullptr;  // mapped again if written again (after clear())
+}
+
+std::string MemorySink::take() {
+  stop_mapping_back();
+  return std::move(data_);
+}
 
 // A large trace is written into memory the process never touched: 168 bytes an event, one
 // page fault every 24 events. Mapping the pages ahead of the writes, 16 MiB at a time, costs
@@ -76,7 +98,10 @@ void MemorySink::populate_ahead(std::size_t next_write) {
     populated_ = data_.size();
   }
   const std::size_t need = data_.size() + next_write;
-  if (need > data_.capacity()) return;  // append() will grow the buffer: decide then
+  if (need > data_.capacity()) {  // append() will grow the buffer: decide then
+    stop_mapping_back();
+    return;
+  }
   const std::size_t end = std::min(data_.capacity(), std::max(need, populated_) + kStep);
   util::populate_for_writing(data_.data() + populated_, end - populated_);
   populated_ = end;

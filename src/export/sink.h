@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/fresh_memory.h"
+
 namespace opscope::internal {
 
 class Sink {
@@ -54,7 +56,7 @@ class MemorySink final : public Sink {
 
   bool committed() const { return committed_; }
   const std::string& data() const { return data_; }
-  std::string take() { return std::move(data_); }
+  std::string take();
   // Reserves room for `n` bytes; see sink.cpp for the large case.
   void reserve(std::size_t n);
   // Empties the sink but keeps its memory, to reuse it.
@@ -67,10 +69,17 @@ class MemorySink final : public Sink {
   // Maps the pages the next writes go to, ahead of them, in large steps (see sink.cpp).
   void populate_ahead(std::size_t next_write);
 
+  // Stops mapping from the back (before data_ can move) and unmaps what it mapped that the
+  // output did not fill.
+  void stop_mapping_back();
+
   std::string data_;
   bool committed_ = false;
   const char* populated_in_ = nullptr;  // data_'s buffer when populated_ was set
   std::size_t populated_ = 0;           // data_'s bytes up to here are mapped
+  // reserve()'s pages, mapped from the back on a second core while the output is written.
+  // Declared after data_, so stopped before it is freed.
+  std::unique_ptr<util::FreshPages> back_;
 };
 
 struct FileSinkOptions {

@@ -56,21 +56,26 @@ std::string_view ProfilerResult::Builder::keep_text(std::string_view text) {
 }
 
 void ProfilerResult::Builder::add_event(const Event& event) {
-  result_->events_.push_back(event);
-  // What sort_events() would otherwise learn in a pass of its own over the events.
+  std::vector<Event>& events = result_->events_;
+  if (events.size() == events.capacity()) fresh_.reset();  // the events are about to move
+  events.push_back(event);
+  // What sort_and_nest() would otherwise learn in a pass of its own over the events.
   grouped_ = grouped_ && event.thread >= last_thread_;
   last_thread_ = event.thread;
   max_thread_ = std::max(max_thread_, event.thread);
 }
 
 void ProfilerResult::Builder::reserve(std::size_t events) {
+  fresh_.reset();
   std::vector<Event>& v = result_->events_;
   v.reserve(events);
-  // Written right below, by the recorder or an importer: 104 bytes an event.
-  util::populate_for_writing(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(Event));
+  // Written right below, by the recorder: 104 bytes an event of fresh memory, whose pages cost
+  // more than the events' own work. A second core maps them from the far end.
+  fresh_ = util::FreshPages::start(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(Event));
 }
 
 void ProfilerResult::Builder::reserve_for_import(std::size_t events) {
+  fresh_.reset();
   result_->events_.reserve(events);
   result_->details_.reserve(events);
 }
@@ -181,9 +186,78 @@ bool before(const Event& a, const Event& b) {
   return a.handle < b.handle;
 }
 
-// Sorts the events into the result's order in time linear in their number for what a
-// recorder produces, touching little memory besides the events themselves (fresh memory is
-// what stop() mostly pays for: bench/RESULTS.md).
+// Links events into trees: visited in the result's order, each range becomes the child of the
+// innermost range open on its thread that holds it, with a stack of the open ones. Async ranges
+// and instants neither hold nor join the nesting: async ranges overlap freely by nature. A
+// range's self time is final when it closes (no child comes after): it is clamped at 0 then,
+// rather than in a pass of its own (each pass over 104-byte events is memory-bound).
+class Nesting {
+ public:
+  explicit Nesting(std::vector<Event>& events) : events_(events) {}
+
+  void visit(std::size_t i) {
+    Event& e = events_[i];
+    e.parent = e.first_child = e.next_sibling = -1;
+    e.self_ns = e.duration_ns();
+    if (e.thread != current_thread_) {
+      close_all();
+      current_thread_ = e.thread;
+    }
+    if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) {
+      // Owned by the innermost range still open at this time; not linked as a child.
+      while (!open_.empty() && at(open_.back()).end_ns < e.start_ns) close();
+      if (!open_.empty()) e.parent = open_.back();
+    }
+    if (e.kind != EventKind::kRange) {
+      e.self_ns = std::max<std::int64_t>(e.self_ns, 0);
+      return;
+    }
+    // Close what ended before this one starts; a range that is not contained in the one on
+    // top (ended out of order) also closes it, so nesting stays a tree.
+    while (!open_.empty() && at(open_.back()).end_ns < e.end_ns) close();
+    while (!open_.empty() && at(open_.back()).end_ns <= e.start_ns && e.duration_ns() > 0) {
+      close();
+    }
+    const auto self = static_cast<std::int32_t>(i);
+    if (!open_.empty()) {
+      const std::int32_t parent = open_.back();
+      Event& p = at(parent);
+      e.parent = parent;
+      p.self_ns -= e.duration_ns();
+      if (last_child_.back() < 0) {
+        p.first_child = self;
+      } else {
+        at(last_child_.back()).next_sibling = self;
+      }
+      last_child_.back() = self;
+    }
+    open_.push_back(self);
+    last_child_.push_back(-1);
+  }
+
+  void close_all() {
+    while (!open_.empty()) close();
+  }
+
+ private:
+  Event& at(std::int32_t i) { return events_[static_cast<std::size_t>(i)]; }
+  void close() {
+    Event& closed = at(open_.back());
+    closed.self_ns = std::max<std::int64_t>(closed.self_ns, 0);
+    open_.pop_back();
+    last_child_.pop_back();
+  }
+
+  std::vector<Event>& events_;
+  std::vector<std::int32_t> open_;
+  std::vector<std::int32_t> last_child_;  // per open depth: last child linked, for siblings
+  std::int32_t current_thread_ = -1;
+};
+
+// Sorts the events into the result's order and nests them (visits each with `nesting` once it
+// is in its place), in time linear in their number for what a recorder produces, touching
+// little memory besides the events themselves (fresh memory is what stop() mostly pays for:
+// bench/RESULTS.md).
 //
 // A thread's buffer holds ranges in the order they ended: nested ranges arrive children
 // first, so each range is out of place only by the ranges it encloses. An array of indices
@@ -191,10 +265,12 @@ bool before(const Event& a, const Event& b) {
 // past the ones it should precede (found by binary search when that is far): the work is the
 // number of events times their nesting depth. Should that exceed a few times the number of
 // events (input in no particular order, from an importer) the rest is left to std::sort. The
-// events are then moved into place block by block (below), without a second copy of them all.
+// events are then moved into place block by block (below), without a second copy of them all,
+// and nested while the block is in the cache: one pass over the events, not two.
 // `grouped`: the events' threads never decrease (each thread's events together); `max_thread`:
 // the largest thread index (the Builder keeps both as events are added).
-void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thread) {
+void sort_and_nest(std::vector<Event>& events, bool grouped, std::int32_t max_thread,
+                   Nesting& nesting) {
   const std::size_t n = events.size();
   std::size_t first_out_of_order = n;
   for (std::size_t i = 1; i < n; ++i) {
@@ -203,7 +279,10 @@ void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thre
       break;
     }
   }
-  if (first_out_of_order == n) return;
+  if (first_out_of_order == n) {
+    for (std::size_t i = 0; i < n; ++i) nesting.visit(i);
+    return;
+  }
 
   std::vector<std::uint32_t> order(n);  // position p takes the event now at order[p]
   // Events with their threads interleaved (an importer's: Kineto writes a trace's events by
@@ -262,6 +341,7 @@ void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thre
   std::vector<Event> block;
   for (std::size_t first = 0; first < n;) {
     if (order[first] == first) {
+      nesting.visit(first);
       ++first;
       continue;
     }
@@ -271,7 +351,10 @@ void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thre
     if (last - first < kMaxCopiedBlock) {
       block.assign(events.begin() + static_cast<std::ptrdiff_t>(first),
                    events.begin() + static_cast<std::ptrdiff_t>(last + 1));
-      for (std::size_t p = first; p <= last; ++p) events[p] = block[order[p] - first];
+      for (std::size_t p = first; p <= last; ++p) {
+        events[p] = block[order[p] - first];
+        nesting.visit(p);
+      }
     } else {
       for (std::size_t start = first; start <= last; ++start) {
         if (order[start] == start) continue;
@@ -286,6 +369,7 @@ void sort_events(std::vector<Event>& events, bool grouped, std::int32_t max_thre
         events[p] = carried;
         order[p] = static_cast<std::uint32_t>(p);
       }
+      for (std::size_t p = first; p <= last; ++p) nesting.visit(p);
     }
     first = last + 1;
   }
@@ -343,67 +427,11 @@ void ProfilerResult::Builder::resolve_flows() {
 }
 
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
+  fresh_.reset();  // every event is written
   std::vector<Event>& events = result_->events_;
-  sort_events(events, grouped_, max_thread_);
-
-  // Nesting per thread with a stack of open events. Async ranges and instants neither hold
-  // nor join the nesting: async ranges overlap freely by nature. A range's self time is final
-  // when it closes (no child comes after): it is clamped at 0 then, in this one pass over the
-  // events rather than a pass of its own (each pass over 104-byte events is memory-bound).
-  std::vector<std::int32_t> open;
-  std::vector<std::int32_t> last_child;  // per open depth: last child linked, for siblings
-  const auto close = [&] {
-    Event& closed = events[static_cast<std::size_t>(open.back())];
-    closed.self_ns = std::max<std::int64_t>(closed.self_ns, 0);
-    open.pop_back();
-    last_child.pop_back();
-  };
-  std::int32_t current_thread = -1;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    Event& e = events[i];
-    e.parent = e.first_child = e.next_sibling = -1;
-    e.self_ns = e.duration_ns();
-    if (e.thread != current_thread) {
-      while (!open.empty()) close();
-      current_thread = e.thread;
-    }
-    if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) {
-      // Owned by the innermost range still open at this time; not linked as a child.
-      while (!open.empty() && events[static_cast<std::size_t>(open.back())].end_ns < e.start_ns) {
-        close();
-      }
-      if (!open.empty()) e.parent = open.back();
-    }
-    if (e.kind != EventKind::kRange) {
-      e.self_ns = std::max<std::int64_t>(e.self_ns, 0);
-      continue;
-    }
-    // Close what ended before this one starts; a range that is not contained in the one on
-    // top (ended out of order) also closes it, so nesting stays a tree.
-    while (!open.empty() && events[static_cast<std::size_t>(open.back())].end_ns < e.end_ns) {
-      close();
-    }
-    while (!open.empty() && events[static_cast<std::size_t>(open.back())].end_ns <= e.start_ns &&
-           e.duration_ns() > 0) {
-      close();
-    }
-    const auto self = static_cast<std::int32_t>(i);
-    if (!open.empty()) {
-      const std::int32_t parent = open.back();
-      Event& p = events[static_cast<std::size_t>(parent)];
-      e.parent = parent;
-      p.self_ns -= e.duration_ns();
-      if (last_child.back() < 0) {
-        p.first_child = self;
-      } else {
-        events[static_cast<std::size_t>(last_child.back())].next_sibling = self;
-      }
-      last_child.back() = self;
-    }
-    open.push_back(self);
-    last_child.push_back(-1);
-  }
-  while (!open.empty()) close();
+  Nesting nesting(events);
+  sort_and_nest(events, grouped_, max_thread_, nesting);
+  nesting.close_all();
   result_->stats_.events_recorded = events.size();
   resolve_flows();
 

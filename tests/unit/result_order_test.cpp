@@ -92,6 +92,38 @@ TEST(ResultOrder, SortsEventsAddedInRandomOrder) {
   expect_ordered_and_complete(*b.finish(), events.size());
 }
 
+// reserve() has the events' pages mapped from their far end on a second thread while they are
+// added; a reserve that proves short moves the events mid-way, which must stop that thread
+// first (ASan and TSan runs of this test would see it touch freed memory). Nesting is checked
+// on every tree: each root holds 3 children, each of those 3, down to 81 leaves.
+TEST(ResultOrder, EventsAddedPastTheirReserveWhileTheirPagesAreMapped) {
+  ProfilerResult::Builder b;
+  b.add_thread({1, "a"});
+  b.add_thread({2, "b"});
+  b.reserve(100'000);  // 10 MB: mapped on a second thread
+  std::uint64_t handle = 0;
+  std::int64_t t = 1000;
+  int trees = 0;
+  for (; handle < 300'000; ++trees) t = add_post_order(b, trees % 2, t, 4, 3, handle) + 5;
+  const auto r = b.finish();
+  expect_ordered_and_complete(*r, handle);
+  int roots = 0;
+  for (std::size_t i = 0; i < r->events().size(); ++i) {
+    const Event& e = r->events()[i];
+    int children = 0;
+    for (const std::int32_t child : r->children(i)) {
+      EXPECT_EQ(r->events()[static_cast<std::size_t>(child)].parent, static_cast<std::int32_t>(i));
+      ++children;
+    }
+    if (e.parent < 0) {
+      ++roots;
+      EXPECT_EQ(children, 3);
+    }
+    if (children == 0) EXPECT_EQ(e.self_ns, e.duration_ns());
+  }
+  EXPECT_EQ(roots, trees);
+}
+
 // Self time is the duration less the children's, never below 0: children that overlap
 // (clock skew, ranges ended out of order) can claim more than their parent lasted. Checked on
 // a builder used a second time, after a result whose threads were interleaved.

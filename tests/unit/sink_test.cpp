@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -416,6 +417,35 @@ TEST(MemorySink, LargeOutputsKeepEveryByte) {
     ASSERT_EQ(sink.data().size(), expected.size());
     EXPECT_TRUE(sink.data() == expected) << (reserved ? "reserved" : "not reserved");
   }
+}
+
+// A reservation is mapped from its end on a second thread while the output is written
+// (util::FreshPages): what comes out is what went in, and the pages of the reservation the
+// output did not fill are given back when it is taken.
+TEST(MemorySink, UnusedReservedPagesAreGivenBack) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  MemorySink sink;
+  sink.reserve(64u << 20);
+  std::string expected;
+  for (std::size_t i = 0; expected.size() < (20u << 20); ++i) {
+    const std::string block(4096 + i % 977, static_cast<char>('A' + i % 26));
+    sink.write(block);
+    expected += block;
+  }
+  sink.commit();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the thread map some
+  const std::string out = sink.take();
+  ASSERT_EQ(out.size(), expected.size());
+  EXPECT_TRUE(out == expected);
+  // From the first whole page after the output to the end of the reservation.
+  const auto begin =
+      (reinterpret_cast<std::uintptr_t>(out.data()) + out.size() + 1 + page - 1) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(out.data()) + (64u << 20) - page;
+  std::vector<unsigned char> in((end - begin) / page);
+  ASSERT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0);
+  std::size_t resident = 0;
+  for (unsigned char c : in) resident += c & 1;
+  EXPECT_EQ(resident, 0u) << "of " << in.size() << " pages past the output";
 }
 
 }  // namespace opscope::internal
