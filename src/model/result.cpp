@@ -427,8 +427,14 @@ void ProfilerResult::Builder::resolve_flows() {
 }
 
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
-  fresh_.reset();  // every event is written
   std::vector<Event>& events = result_->events_;
+  if (fresh_ != nullptr) {
+    fresh_.reset();  // every event is written
+    // The reserve counted a record's slots, and a range that is not compact takes two: the
+    // pages mapped past the last event hold nothing, and the result keeps its capacity.
+    util::release_pages(events.data() + events.size(),
+                        (events.capacity() - events.size()) * sizeof(Event));
+  }
   Nesting nesting(events);
   sort_and_nest(events, grouped_, max_thread_, nesting);
   nesting.close_all();

@@ -3,14 +3,18 @@
 // children first), in no order at all (importers), with long ranges spanning everything, and
 // for the CPU events of real traces PyTorch wrote (../shared/peers/kineto-traces).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -122,6 +126,34 @@ TEST(ResultOrder, EventsAddedPastTheirReserveWhileTheirPagesAreMapped) {
     if (children == 0) EXPECT_EQ(e.self_ns, e.duration_ns());
   }
   EXPECT_EQ(roots, trees);
+}
+
+// A reserve larger than the events (it counts a recorder's slots, and a range that is not
+// compact takes two) has its pages mapped by a second thread; those past the last event are
+// given back at finish().
+TEST(ResultOrder, PagesReservedPastTheLastEventAreGivenBack) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing is mapped ahead";
+  ProfilerResult::Builder b;
+  b.add_thread({1, "a"});
+  b.reserve(400'000);  // 42 MB, mapped from its end on a second thread
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it map the far end
+  std::uint64_t handle = 0;
+  std::int64_t t = 1000;
+  while (handle < 100'000) t = add_post_order(b, 0, t, 2, 3, handle) + 5;
+  const auto r = b.finish();
+  expect_ordered_and_complete(*r, handle);
+  const std::vector<Event>& events = r->events();
+  ASSERT_GE(events.capacity(), 400'000u);
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin =
+      (reinterpret_cast<std::uintptr_t>(events.data() + events.size()) + page - 1) & ~(page - 1);
+  const auto end =
+      reinterpret_cast<std::uintptr_t>(events.data() + events.capacity()) & ~(page - 1);
+  std::vector<unsigned char> in((end - begin) / page);
+  ASSERT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0);
+  std::size_t resident = 0;
+  for (unsigned char c : in) resident += c & 1;
+  EXPECT_EQ(resident, 0u) << "of " << in.size() << " pages past the last event";
 }
 
 // Self time is the duration less the children's, never below 0: children that overlap

@@ -440,7 +440,7 @@ TEST(MemorySink, UnusedReservedPagesAreGivenBack) {
   // From the first whole page after the output to the end of the reservation.
   const auto begin =
       (reinterpret_cast<std::uintptr_t>(out.data()) + out.size() + 1 + page - 1) & ~(page - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(out.data()) + (64u << 20) - page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(out.data()) + (64u << 20)) & ~(page - 1);
   std::vector<unsigned char> in((end - begin) / page);
   ASSERT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0);
   std::size_t resident = 0;
