@@ -76,11 +76,9 @@ void MemorySink::reserve(std::size_t n) {
 
 void MemorySink::stop_mapping_back() {
   if (back_ == nullptr) return;
+  back_->stop_and_release(data_.data() + data_.size() + 1);  // after the terminating NUL
   back_.reset();
-  // The pages after the output and its terminating NUL.
-  const std::size_t used = data_.size() + 1;
-  util::release_pages(data_.data() + used, data_.capacity() + 1 - used);
-  populated_in_ = nullptr;  // mapped again if written again (after clear())
+  populated_in_ = nullptr;  // what populate_ahead mapped past the output went too
 }
 
 std::string MemorySink::take() {

@@ -429,11 +429,10 @@ void ProfilerResult::Builder::resolve_flows() {
 std::shared_ptr<const ProfilerResult> ProfilerResult::Builder::finish() {
   std::vector<Event>& events = result_->events_;
   if (fresh_ != nullptr) {
-    fresh_.reset();  // every event is written
-    // The reserve counted a record's slots, and a range that is not compact takes two: the
-    // pages mapped past the last event hold nothing, and the result keeps its capacity.
-    util::release_pages(events.data() + events.size(),
-                        (events.capacity() - events.size()) * sizeof(Event));
+    // Every event is written. The reserve counted a record's slots, and a range that is not
+    // compact takes two: the pages mapped past the last event hold nothing.
+    fresh_->stop_and_release(events.data() + events.size());
+    fresh_.reset();
   }
   Nesting nesting(events);
   sort_and_nest(events, grouped_, max_thread_, nesting);

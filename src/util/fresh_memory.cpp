@@ -4,11 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cstdint>
 #include <new>
 #include <system_error>
-#include <thread>
 
 namespace opscope::util {
 namespace {
@@ -33,34 +30,32 @@ PageRange whole_pages(void* begin, std::size_t bytes) {
 
 }  // namespace
 
-// What the thread works on: the pages [first, last), and whether it should stop.
-struct FreshPages::Shared {
-  std::uintptr_t first = 0;
-  std::uintptr_t last = 0;
-  std::atomic<bool> stop{false};
-  std::thread thread;
-
-  void run() {
-    pthread_setname_np(pthread_self(), "opscope-pages");
+void FreshPages::run() noexcept {
+  pthread_setname_np(pthread_self(), "opscope-pages");
 #ifdef MADV_POPULATE_WRITE
-    constexpr std::uintptr_t kStep = std::uintptr_t{2} << 20;
-    for (std::uintptr_t end = last; end > first && !stop.load(std::memory_order_relaxed);) {
-      const std::uintptr_t begin = end - first > kStep ? end - kStep : first;
-      // Pages the writer reached first are present already: the kernel passes over them.
-      if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
-        return;  // out of memory: the writer's pages fault in
-      }
-      end = begin;
+  constexpr std::uintptr_t kStep = std::uintptr_t{2} << 20;
+  for (std::uintptr_t end = last_; end > first_ && !stop_.load(std::memory_order_relaxed);) {
+    const std::uintptr_t begin = end - first_ > kStep ? end - kStep : first_;
+    // Pages the writer reached first are present already: the kernel passes over them.
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) {
+      return;  // out of memory: the writer's pages fault in
     }
-#endif
+    end = begin;
   }
-};
+#endif
+}
 
-FreshPages::FreshPages(std::unique_ptr<Shared> shared) : shared_(std::move(shared)) {}
+void FreshPages::stop() noexcept {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_.joinable()) thread_.join();
+}
 
-FreshPages::~FreshPages() {
-  shared_->stop.store(true, std::memory_order_relaxed);
-  shared_->thread.join();
+FreshPages::~FreshPages() { stop(); }
+
+void FreshPages::stop_and_release(const void* written_end) noexcept {
+  stop();
+  const auto from = reinterpret_cast<std::uintptr_t>(written_end);
+  if (from < last_) release_pages(reinterpret_cast<void*>(from), last_ - from);
 }
 
 std::unique_ptr<FreshPages> FreshPages::start(void* begin, std::size_t bytes) {
@@ -70,12 +65,10 @@ std::unique_ptr<FreshPages> FreshPages::start(void* begin, std::size_t bytes) {
   if (bytes < kWorthIt || std::thread::hardware_concurrency() < 2) return nullptr;
   const PageRange pages = whole_pages(begin, bytes);
   try {
-    auto shared = std::make_unique<Shared>();
-    shared->first = pages.first;
-    shared->last = pages.last;
-    Shared* raw = shared.get();
-    shared->thread = std::thread([raw] { raw->run(); });
-    return std::unique_ptr<FreshPages>(new FreshPages(std::move(shared)));
+    std::unique_ptr<FreshPages> fresh(new FreshPages(pages.first, pages.last));
+    FreshPages* raw = fresh.get();  // not movable: the thread keeps this address
+    fresh->thread_ = std::thread([raw] { raw->run(); });
+    return fresh;
   } catch (const std::system_error&) {
     return nullptr;  // no thread could be made
   } catch (const std::bad_alloc&) {

@@ -1,8 +1,11 @@
 // Fresh memory, written soon: asking the kernel for its pages in one call, or on a second core.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <thread>
 
 namespace opscope::util {
 
@@ -36,10 +39,20 @@ class FreshPages {
   FreshPages(const FreshPages&) = delete;
   FreshPages& operator=(const FreshPages&) = delete;
 
+  // Once the writer is done, `written_end` the end of what it wrote: stops the thread and
+  // gives back the pages it mapped past that end (release_pages), so that a reservation
+  // larger than what fills it costs no memory.
+  void stop_and_release(const void* written_end) noexcept;
+
  private:
-  struct Shared;
-  explicit FreshPages(std::unique_ptr<Shared> shared);
-  std::unique_ptr<Shared> shared_;
+  FreshPages(std::uintptr_t first, std::uintptr_t last) : first_(first), last_(last) {}
+  void run() noexcept;
+  void stop() noexcept;
+
+  std::uintptr_t first_;  // the whole pages of the buffer: [first_, last_)
+  std::uintptr_t last_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 }  // namespace opscope::util
