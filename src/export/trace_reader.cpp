@@ -11,10 +11,15 @@
 // times are taken from their text, not through a double: Kineto writes microseconds with a
 // nanosecond fraction (1682725898236567.123), more digits than a double holds.
 //
+// A piece's events are read into a Piece of their own (EventReader), which shares nothing, and
+// joined to the model in the order of the text (Reader::merge); with a core to spare, a second
+// thread parses pieces while this one cuts and joins them (PieceQueue).
+//
 // A malformed text is read again whole (read_trace_whole), so that the strict parser names the
 // very byte; a piece can only name the event.
 #include <fcntl.h>
 #include <libdeflate.h>
+#include <pthread.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,12 +33,14 @@
 #include <bit>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -138,141 +145,63 @@ struct Id {
 // less than large ones (on the 9.8 MB trace of bench/analyze_bench.py, 64 KiB: 2,900 pages of
 // fresh memory; 1 MiB: 4,500; the whole text: 6,700). A gzip text is inflated by zlib on a
 // thread of its own when a core is spare; else at once by libdeflate up to kInflateWholeUpTo,
-// by zlib as it is read beyond (TextChunks).
+// by zlib as it is read beyond (TextChunks). A plain text of at least kHelperFrom bytes, with a
+// core to spare, has its pieces parsed on two threads (PieceQueue).
 constexpr std::size_t kChunkBytes = std::size_t{64} << 10;
 constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::int64_t kInflateWholeUpTo = std::int64_t{256} << 20;
+constexpr std::int64_t kHelperFrom = std::int64_t{1} << 20;
 
-class Reader {
- public:
-  // `text_size`: the size of the trace's text, to make room for its events up front.
-  Reader(std::string path, simdjson::padded_string json, std::int64_t text_size)
-      : path_(std::move(path)), json_(std::move(json)) {
-    // Room for the events up front, so that the growing vectors are not copied as they grow (a
-    // copy of the details is briefly twice their memory). Kineto writes 250 to 500 bytes an
-    // event; room that is never written takes address space, not memory.
-    builder_.reserve_for_import(static_cast<std::size_t>(std::max<std::int64_t>(text_size, 0)) /
-                                250);
-  }
+// Where the text being walked stands in the trace's text, to name the byte of an error: the
+// whole text, a piece of its events (from offset_base on), or its top-level keys with the
+// events cut out (those after the cut, from split_at on, stood split_shift bytes further).
+struct Place {
+  std::string_view doc;
+  std::int64_t offset_base = 0;
+  std::int64_t split_at = INT64_MAX;
+  std::int64_t split_shift = 0;
+  bool streamed = false;  // doc is not the whole text: the strict parser cannot name the byte
+  const char* last_event_at = nullptr;
 
-  // The whole document in memory: one walk.
-  std::shared_ptr<const ProfilerResult> read() {
-    read_top(/*events_read=*/false);
-    return build();
-  }
-
-  // The document in pieces of about `batch_bytes` (StreamSplitter): each piece of the events
-  // array parsed and read as it comes, then the rest of the document (its top-level keys
-  // around an emptied traceEvents).
-  std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes,
-                                                       std::size_t chunk_bytes, bool inflate_ahead);
-
- private:
-  // Walks the top-level object of json_. With `events_read`, its traceEvents is the emptied
-  // array of a streamed document, whose events were read already.
-  void read_top(bool events_read) {
-    doc_ = std::string_view(json_.data(), json_.size());
-    od::parser parser;
-    od::document doc;
-    check(parser.iterate(json_).get(doc), "the start of the document");
-    od::object top;
-    if (doc.get_object().get(top) != simdjson::SUCCESS) {
-      fail(path_, "expected a JSON object at byte 0 (a Chrome trace: {\"traceEvents\": [...]})");
-    }
-    bool saw_events = false;
-    bool saw_nodes = false;
-    for (auto field : top) {
-      std::string_view key;
-      check(field.unescaped_key().get(key), "an object key");
-      od::value v;
-      check(field.value().get(v), "a value");
-      if (key == "traceEvents") {
-        saw_events = true;
-        od::array events;
-        check(v.get_array().get(events), "an array of events");
-        read_events(events);
-        if (events_read) last_event_at_ = nullptr;
-      } else if (key == "deviceProperties") {
-        device_properties_ = std::string(raw_of(v, "deviceProperties"));
-        if (device_properties_ == "[]") device_properties_.clear();
-      } else if (key == "schemaVersion" || key == "traceName" || key == "displayTimeUnit" ||
-                 key == "baseTimeNanoseconds" || key == "opscope" ||
-                 key == "opscope_not_recorded") {
-        raw_of(v, "a value");  // the exporter writes these itself
-      } else if (key == "nodes") {
-        saw_nodes = true;
-        raw_of(v, "a value");
-      } else if (key == "distributedInfo") {
-        const std::string_view raw = raw_of(v, "distributedInfo");
-        read_distributed_info(raw);
-        metadata_.emplace_back(std::string(key), std::string(raw));
-      } else {
-        metadata_.emplace_back(std::string(key), std::string(raw_of(v, "a value")));
-      }
-    }
-    // Anything after the top-level object is an error (the document is one value).
-    const char* after = nullptr;
-    if (doc.current_location().get(after) == simdjson::SUCCESS && after != nullptr) {
-      fail(path_,
-           "unexpected text after the trace object at byte " + std::to_string(offset_of(after)));
-    }
-    if (!saw_events && saw_nodes) {
-      fail(path_,
-           "this is an execution trace (Chakra: \"nodes\"), not a Chrome trace with "
-           "\"traceEvents\"");
-    }
-    if (!saw_events) fail(path_, "no \"traceEvents\" array in the top-level object");
-  }
-
-  void read_events(od::array& events) {
-    for (auto item : events) {
-      od::value ev;
-      check(item.get(ev), "an event");
-      const char* at = nullptr;
-      if (ev.current_location().get(at) == simdjson::SUCCESS) last_event_at_ = at;
-      od::object e;
-      check(ev.get_object().get(e), "an event object");
-      read_event(e);
-    }
-  }
-
-  // The byte of the trace's JSON text that `p` (in doc_) stands for: doc_ may be a piece of
-  // it (offset_base_), or its top-level keys with the events cut out (those after the cut, from
-  // split_at_ on, stand split_shift_ bytes further).
   std::int64_t offset_of(const char* p) const {
-    const auto at = static_cast<std::int64_t>(p - doc_.data());
-    return offset_base_ + at + (at >= split_at_ ? split_shift_ : 0);
+    const auto at = static_cast<std::int64_t>(p - doc.data());
+    return offset_base + at + (at >= split_at ? split_shift : 0);
   }
-  struct Thread {
-    std::int64_t pid;
-    Id tid;
-    std::string name;
-    std::int64_t sort_index = -1;
-    bool gpu = false;
-    std::int32_t device = -1;
-    std::int64_t stream = -1;
-  };
-  struct Process {
-    std::string name;
-    std::string labels;
-    std::int64_t sort_index = -1;
-  };
-  // One end of a flow ("s", "t" or "f"), in the order the trace gave it.
-  struct FlowEnd {
-    std::int64_t id;
-    std::int64_t ts;
-    std::uint32_t category;  // index into flow_categories_
-    std::int32_t thread;
-    std::uint32_t order;  // its place among the trace's flow ends (wraps; see hand_over_flows)
-    char ph;
-  };
+  std::string at_event() const {
+    if (last_event_at == nullptr) return "";
+    return " (in the event that starts at byte " + std::to_string(offset_of(last_event_at)) + ")";
+  }
+};
+
+// What walking a text needs whatever it reads: errors named at their place, and the values
+// every part of a trace writes the same way (ids, times, raw JSON).
+class TextWalker {
+ public:
+  explicit TextWalker(std::string path) : path_(std::move(path)) {}
+  const Place& place() const { return place_; }
+  void set_place(const Place& place) { place_ = place; }
+
+ protected:
+  void check(simdjson::error_code code, const char* expected) const {
+    if (code != simdjson::SUCCESS) [[unlikely]] {
+      malformed(code, expected);
+    }
+  }
+  [[noreturn]] void malformed(simdjson::error_code code, const char* expected) const {
+    // The strict parser names the exact byte when the place is the whole text; a piece of a
+    // streamed one is named by its event.
+    internal::fail_malformed(path_, place_.streamed ? std::string_view() : place_.doc, code,
+                             place_.at_event(), expected);
+  }
+  [[noreturn]] void fail(const std::string& what) const { opscope::fail(path_, what); }
+  std::string at_event() const { return place_.at_event(); }
 
   // Parses a value's text that lies inside the document, in place: the document's padding
   // lies beyond any of its parts, so no padded copy is needed.
   simdjson::simdjson_result<od::document> iterate_within(od::parser& p, std::string_view text) {
-    const char* end = doc_.data() + doc_.size();
-    if (text.data() < doc_.data() || text.data() + text.size() > end) {
-      fail(path_, "internal error: a value outside the document");
+    const char* end = place_.doc.data() + place_.doc.size();
+    if (text.data() < place_.doc.data() || text.data() + text.size() > end) {
+      fail("internal error: a value outside the document");
     }
     return p.iterate(text.data(), text.size(),
                      static_cast<std::size_t>(end - text.data()) + simdjson::SIMDJSON_PADDING);
@@ -285,15 +214,6 @@ class Reader {
     return raw;
   }
 
-  void check(simdjson::error_code code, const char* expected) {
-    if (code == simdjson::SUCCESS) return;
-    // The strict parser names the exact byte when json_ is the whole text; a piece of a
-    // streamed one is named by its event.
-    internal::fail_malformed(path_, streamed_ ? std::string_view() : doc_, code, at_event(),
-                             expected);
-  }
-
-  // A JSON number or a string of digits as an integer id; anything else keeps its text.
   // A scalar's token as written, without the whitespace after it (simdjson's raw token runs
   // to the next one); an object or array gives its first character only.
   static std::string_view token_of(od::value& v) {
@@ -305,6 +225,7 @@ class Reader {
     return raw;
   }
 
+  // A JSON number or a string of digits as an integer id; anything else keeps its text.
   Id read_id(od::value& v) {
     Id id;
     std::string_view text = token_of(v);
@@ -326,57 +247,161 @@ class Reader {
     if (!raw.empty() && (raw.front() == '{' || raw.front() == '[')) raw = raw_of(v, what);
     std::int64_t ns = 0;
     if (!micros_text_to_ns(raw, ns)) {
-      fail(path_, std::string("expected a number of microseconds for \"") + what + "\", found " +
-                      std::string(raw) + at_event());
+      fail(std::string("expected a number of microseconds for \"") + what + "\", found " +
+           std::string(raw) + at_event());
     }
     return ns;
   }
 
-  std::string at_event() const {
-    if (last_event_at_ == nullptr) return "";
-    return " (in the event that starts at byte " + std::to_string(offset_of(last_event_at_)) + ")";
-  }
-
-  std::int32_t thread_index(std::int64_t pid, const Id& tid) {
-    auto [it, added] = thread_of_.try_emplace({pid, tid}, 0);
-    if (added) {
-      it->second = static_cast<std::int32_t>(threads_.size());
-      threads_.push_back({pid, tid, {}, -1, false, -1, -1});
+  // An integer written as a JSON number or a string of digits ("12"); false for anything
+  // else ("0x0", 1.5, null).
+  static bool int_of(std::string_view raw, std::int64_t& out) {
+    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
+      raw = raw.substr(1, raw.size() - 2);
     }
-    return it->second;
+    const char* p = raw.data();
+    const char* const end = p + raw.size();
+    const bool negative = p != end && *p == '-';
+    if (negative) ++p;
+    if (p == end) return false;
+    std::uint64_t v = 0;
+    if (!read_digits(p, end, v) || p != end) return false;
+    if (negative) {
+      if (v > std::uint64_t{1} << 63) return false;
+      out = static_cast<std::int64_t>(~v + 1);
+    } else {
+      out = static_cast<std::int64_t>(v);  // above 2^63: the same 64 bits
+    }
+    return true;
   }
 
-  std::string_view keep_name(std::string_view name) {
-    auto it = names_.find(name);
-    if (it != names_.end()) return it->second;
-    const std::string_view kept = builder_.keep(name);
-    names_.emplace(kept, kept);
-    return kept;
-  }
+  std::string path_;
+  Place place_;
+};
 
-  void read_distributed_info(std::string_view raw) {
-    // A small object: parse it on its own.
-    od::parser p;
-    od::document d;
-    if (iterate_within(p, raw).get(d) != simdjson::SUCCESS) return;
-    od::object o;
-    if (d.get_object().get(o) != simdjson::SUCCESS) return;
-    for (auto f : o) {
-      std::string_view k;
-      if (f.unescaped_key().get(k) != simdjson::SUCCESS) return;
-      od::value v;
-      if (f.value().get(v) != simdjson::SUCCESS) return;
-      if (k == "rank") {
-        const Id id = read_id(v);
-        if (id.text.empty()) rank_ = id.number;
-      }
+// What reading a run of events gives before it joins the model: the events with their names
+// and categories as views into the text that was read (or into the parser that read it), and
+// threads, categories and flow categories numbered within the run. Reader::merge() joins a
+// run to the model; runs are read apart (on two threads, PieceQueue) and joined in the order
+// of the text, so that the model is the one a single walk builds.
+struct Piece {
+  // A (pid, tid) the run's events were on, in the order the run first named it, with what its
+  // events said of it.
+  struct Thread {
+    Id pid;  // a text pid ("Spans") is numbered when it joins the model (Reader::text_pid)
+    Id tid;
+    bool gpu = false;
+    std::int32_t device = -1;  // the last one the run's GPU work named, -1 none
+    std::int64_t stream = -1;
+    std::int64_t cpu_ranges = 0;
+  };
+  // One end of a flow ("s", "t" or "f").
+  struct FlowEnd {
+    std::int64_t id;
+    std::int64_t ts;
+    std::uint32_t category;  // index into flow_categories
+    std::int32_t thread;     // index into threads
+    char ph;
+  };
+  // What a metadata event ("ph": "M") said of a process or thread.
+  struct Meta {
+    enum class What {
+      kProcessName,
+      kProcessLabels,
+      kProcessSortIndex,
+      kThreadName,
+      kThreadSortIndex
+    };
+    What what = What::kProcessName;
+    Id pid;                    // for a process
+    std::int32_t thread = -1;  // for a thread: index into threads
+    std::string text;
+    std::int64_t number = 0;
+  };
+
+  // Event::thread indexes threads; Event::category is 0 (implied) or 1 + an index into
+  // categories; Event::detail indexes details; Event::other_args indexes other_args.
+  std::vector<Event> events;
+  std::vector<EventDetail> details;
+  std::string other_text;  // the other args' texts, one after the other
+  std::vector<std::pair<std::size_t, std::size_t>> other_args;  // (start, size) in other_text
+  std::vector<Thread> threads;
+  std::vector<std::string_view> categories;
+  std::vector<std::string> text_pids;  // the text pids named, in the order first named
+  std::vector<std::string_view> flow_categories;
+  std::vector<FlowEnd> flow_ends;
+  std::vector<Meta> metadata;  // in the order of the text
+  std::uint64_t skipped = 0;   // events of a phase the model does not hold
+  bool memory_events = false;  // some "[memory]" event was read
+  std::exception_ptr error;    // what stopped the reading (after the events before it)
+
+  void clear() {
+    events.clear();
+    details.clear();
+    other_text.clear();
+    other_args.clear();
+    threads.clear();
+    categories.clear();
+    text_pids.clear();
+    flow_categories.clear();
+    flow_ends.clear();
+    metadata.clear();
+    skipped = 0;
+    memory_events = false;
+    error = nullptr;
+  }
+};
+
+// Reads events into a Piece: everything a reading thread needs of its own (an args parser,
+// scratch space). It touches nothing shared, so two of them read two pieces at once.
+class EventReader : public TextWalker {
+ public:
+  explicit EventReader(const std::string& path) : TextWalker(path) {}
+
+  // The events of the array `events` (walked in the text of place()), into `piece`; every
+  // `flush_every` events (0: never) `flush(piece)` is called, which joins them to the model
+  // and clears the piece.
+  template <typename Flush>
+  void read_events(od::array& events, Piece& piece, std::size_t flush_every, Flush&& flush) {
+    piece_ = &piece;
+    for (auto item : events) {
+      od::value ev;
+      check(item.get(ev), "an event");
+      const char* at = nullptr;
+      if (ev.current_location().get(at) == simdjson::SUCCESS) place_.last_event_at = at;
+      od::object e;
+      check(ev.get_object().get(e), "an event object");
+      read_event(e);
+      if (flush_every != 0 && piece.events.size() >= flush_every) flush(piece);
     }
   }
 
+  // A piece of the events array cut out of the text ("[" + events + "]", padded as simdjson
+  // needs), parsed by `parser` (whose strings the piece's names then point into, until the
+  // parser parses again). What stops it is kept in piece.error, for the merge to throw in
+  // the order of the text.
+  void read_piece(std::string_view text, std::int64_t offset, od::parser& parser, Piece& piece) {
+    piece.clear();
+    place_ = Place{text, offset, INT64_MAX, 0, /*streamed=*/true, nullptr};
+    try {
+      od::document doc;
+      check(parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING)
+                .get(doc),
+            "the events");
+      od::array events;
+      check(doc.get_array().get(events), "an array of events");
+      read_events(events, piece, 0, [](Piece&) {});
+    } catch (...) {
+      piece.error = std::current_exception();
+    }
+  }
+
+ private:
   void read_event(od::object& e) {
     std::string_view ph, cat, name;
-    std::int64_t pid = 0, ts = 0, dur = 0;
+    std::int64_t ts = 0, dur = 0;
     bool has_ts = false, has_dur = false;
+    Id pid;
     Id tid;
     Id id;
     bool has_id = false;
@@ -385,7 +410,7 @@ class Reader {
     // phase and category came first, as Kineto and opscope write them; otherwise their text is
     // kept and read once the event is whole.
     Event pre;
-    EventDetail& pre_detail = detail_;  // reset below when used; added to the result by copy
+    EventDetail& pre_detail = detail_;  // reset below when used; added to the piece by copy
     bool args_read = false;
     bool args_any = false;
     EventKind kind = EventKind::kOther;
@@ -414,8 +439,8 @@ class Reader {
           name = raw_of(v, "a name");
         }
       } else if (k[0] == 'p' && is("pid")) {
-        const Id p = read_id(v);
-        pid = p.text.empty() ? p.number : text_pid(p.text);
+        pid = read_id(v);
+        if (!pid.text.empty()) note_text_pid(pid.text);
       } else if (k[0] == 't' && is("tid")) {
         tid = read_id(v);
       } else if (k[0] == 't' && is("ts")) {
@@ -431,7 +456,7 @@ class Reader {
         if (ph == "X" && !cat.empty()) {
           od::object o;
           if (v.get_object().get(o) != simdjson::SUCCESS) {
-            fail(path_, "expected \"args\" to be an object" + at_event());
+            fail("expected \"args\" to be an object" + at_event());
           }
           kind = kind_of(cat, scope);
           pre_detail = EventDetail();
@@ -447,12 +472,12 @@ class Reader {
       }
     }
     if (ph.empty()) {
-      ++skipped_;
+      ++piece_->skipped;
       return;
     }
     switch (ph[0]) {
       case 'X':
-        if (!has_ts) fail(path_, "a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
+        if (!has_ts) fail("a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
         if (!args_read) {
           kind = kind_of(cat, scope);
           pre_detail = EventDetail();
@@ -463,7 +488,7 @@ class Reader {
         return;
       case 'i':
       case 'I':
-        if (!has_ts) fail(path_, "an instant event without \"ts\"" + at_event());
+        if (!has_ts) fail("an instant event without \"ts\"" + at_event());
         add_instant(cat, name, pid, tid, ts, args_raw);
         return;
       case 'M':
@@ -478,18 +503,33 @@ class Reader {
       default:
         // Counters ("C"), async pairs ("b"/"e"), objects: not in the model yet; counted and
         // reported.
-        ++skipped_;
+        ++piece_->skipped;
         return;
     }
   }
 
-  // Kineto names some processes with text ("Spans", "Traces"): each gets a pid of its own
-  // above any real one (2^40 + n), named with the text, so that it stays apart.
-  std::int64_t text_pid(const std::string& text) {
-    auto [it, added] = text_pids_.try_emplace(
-        text, (std::int64_t{1} << 40) + static_cast<std::int64_t>(text_pids_.size()));
-    if (added) processes_[it->second].name = text;
-    return it->second;
+  // Kineto names some processes with text ("Spans", "Traces"); they are numbered in the order
+  // the trace first names them (Reader::text_pid), which the piece keeps.
+  void note_text_pid(const std::string& text) {
+    std::vector<std::string>& seen = piece_->text_pids;
+    if (std::find(seen.begin(), seen.end(), text) == seen.end()) seen.push_back(text);
+  }
+
+  // The piece's index of the thread (pid, tid), added the first time it is named.
+  std::int32_t thread_index(const Id& pid, const Id& tid) {
+    std::vector<Piece::Thread>& threads = piece_->threads;
+    const auto same = [&](const Piece::Thread& t) {
+      return t.tid.number == tid.number && t.pid.number == pid.number && t.tid.text == tid.text &&
+             t.pid.text == pid.text;
+    };
+    if (last_thread_ < threads.size() && same(threads[last_thread_])) {
+      return static_cast<std::int32_t>(last_thread_);
+    }
+    for (last_thread_ = 0; last_thread_ < threads.size(); ++last_thread_) {
+      if (same(threads[last_thread_])) return static_cast<std::int32_t>(last_thread_);
+    }
+    threads.push_back({pid, tid});
+    return static_cast<std::int32_t>(last_thread_);
   }
 
   static EventKind kind_of(std::string_view cat, RecordScope& scope) {
@@ -511,31 +551,17 @@ class Reader {
     return EventKind::kOther;
   }
 
-  // The category for Event::category: 0 when the kind and scope imply it.
-  std::uint16_t category_index(std::string_view cat, EventKind kind, RecordScope scope) {
-    return cat == implied_category(kind, scope) ? 0 : builder_.category(cat);
+  // A category for Event::category as the piece holds it: 1 + its index in the piece's.
+  std::uint16_t category(std::string_view cat) {
+    std::vector<std::string_view>& cats = piece_->categories;
+    std::size_t i = 0;
+    while (i < cats.size() && cats[i] != cat) ++i;
+    if (i == cats.size()) cats.push_back(cat);
+    return static_cast<std::uint16_t>(std::min<std::size_t>(i + 1, UINT16_MAX));
   }
-
-  // An integer written as a JSON number or a string of digits ("12"); false for anything
-  // else ("0x0", 1.5, null).
-  static bool int_of(std::string_view raw, std::int64_t& out) {
-    if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
-      raw = raw.substr(1, raw.size() - 2);
-    }
-    const char* p = raw.data();
-    const char* const end = p + raw.size();
-    const bool negative = p != end && *p == '-';
-    if (negative) ++p;
-    if (p == end) return false;
-    std::uint64_t v = 0;
-    if (!read_digits(p, end, v) || p != end) return false;
-    if (negative) {
-      if (v > std::uint64_t{1} << 63) return false;
-      out = static_cast<std::int64_t>(~v + 1);
-    } else {
-      out = static_cast<std::int64_t>(v);  // above 2^63: the same 64 bits
-    }
-    return true;
+  // 0 when the kind and scope imply the category.
+  std::uint16_t category_index(std::string_view cat, EventKind kind, RecordScope scope) {
+    return cat == implied_category(kind, scope) ? 0 : category(cat);
   }
 
   // "[1, 2, 3]" into `out`; false for anything else.
@@ -565,13 +591,13 @@ class Reader {
     check(iterate_within(args_parser_, raw).get(doc), "\"args\"");
     od::object o;
     if (doc.get_object().get(o) != simdjson::SUCCESS) {
-      fail(path_, "expected \"args\" to be an object" + at_event());
+      fail("expected \"args\" to be an object" + at_event());
     }
     return read_args_object(o, e, d, gpu_side);
   }
 
   // The args object's fields, walked in the document (the main one, or a value's text parsed
-  // in place: either way its text lies in doc_).
+  // in place: either way its text lies in place().doc).
   bool read_args_object(od::object& o, Event& e, EventDetail& d, bool gpu_side) {
     bool any = false;
     std::string& other = other_args_;  // one buffer for every event: its text is kept (copied)
@@ -638,7 +664,9 @@ class Reader {
   }
   std::int32_t keep_other_args(std::string& other) {
     other += "}";
-    return builder_.add_other_args(other);
+    piece_->other_args.emplace_back(piece_->other_text.size(), other.size());
+    piece_->other_text += other;
+    return static_cast<std::int32_t>(piece_->other_args.size() - 1);
   }
 
   // One field of an args object: its key as it is written (escapes and all: the args are
@@ -660,51 +688,56 @@ class Reader {
     key = std::string_view(raw_key.raw(), static_cast<std::size_t>(key_end - raw_key.raw()));
   }
 
+  std::int32_t add_detail(const EventDetail& d) {
+    piece_->details.push_back(d);
+    return static_cast<std::int32_t>(piece_->details.size() - 1);
+  }
+
   // A complete event; `e` holds what its args set (read_args), `d` the rest of them when
   // `has_detail`.
   void add_complete(std::string_view cat, EventKind kind, RecordScope scope, std::string_view name,
-                    std::int64_t pid, const Id& tid, std::int64_t ts, std::int64_t dur, Event& e,
+                    const Id& pid, const Id& tid, std::int64_t ts, std::int64_t dur, Event& e,
                     const EventDetail& d, bool has_detail) {
-    e.name = keep_name(name);
+    e.name = name;  // kept in the model's names when the piece joins it
     e.kind = kind;
     e.scope = scope;
     e.category = category_index(cat, kind, scope);
     e.start_ns = ts;
     e.end_ns = ts + dur;
     e.thread = thread_index(pid, tid);
+    Piece::Thread& t = piece_->threads[static_cast<std::size_t>(e.thread)];
     if (has_detail) {
       if (is_gpu_kind(kind)) {
-        Thread& t = threads_[static_cast<std::size_t>(e.thread)];
         t.gpu = true;
         if (d.gpu.device >= 0) t.device = d.gpu.device;
         if (d.gpu.stream >= 0) t.stream = d.gpu.stream;
       }
-      e.detail = builder_.add_detail(d);
+      e.detail = add_detail(d);
     } else if (is_gpu_kind(kind)) {
-      threads_[static_cast<std::size_t>(e.thread)].gpu = true;
+      t.gpu = true;
     }
-    if (kind == EventKind::kRange) ++cpu_events_by_pid_[pid];
-    builder_.add_event(e);
+    if (kind == EventKind::kRange) ++t.cpu_ranges;
+    piece_->events.push_back(e);
   }
 
-  void add_instant(std::string_view cat, std::string_view name, std::int64_t pid, const Id& tid,
+  void add_instant(std::string_view cat, std::string_view name, const Id& pid, const Id& tid,
                    std::int64_t ts, std::string_view args) {
     Event e;
-    e.name = keep_name(name);
+    e.name = name;
     e.kind = EventKind::kInstant;
     e.start_ns = e.end_ns = ts;
     e.thread = thread_index(pid, tid);
-    if (cat != "cpu_instant_event") e.category = builder_.category(cat);
+    if (cat != "cpu_instant_event") e.category = category(cat);
     EventDetail d;
     if (name == "[memory]" && cat == "cpu_instant_event" && read_memory_args(args, e, d)) {
       e.kind = EventKind::kMemory;
       e.category = 0;
-      memory_events_ = true;
-      e.detail = builder_.add_detail(std::move(d));
+      piece_->memory_events = true;
+      e.detail = add_detail(d);
     } else if (read_args(args, e, d, true)) {
-      e.detail = builder_.add_detail(std::move(d));
+      e.detail = add_detail(d);
     }
-    builder_.add_event(e);
+    piece_->events.push_back(e);
   }
 
   // An allocation report as Kineto writes it (and opscope: chrome_trace.cpp): "Device Type"
@@ -760,48 +793,300 @@ class Reader {
     return true;
   }
 
-  void read_metadata_event(std::string_view what, std::int64_t pid, const Id& tid,
+  void read_metadata_event(std::string_view what, const Id& pid, const Id& tid,
                            std::string_view args) {
     if (args.empty()) return;
     od::document doc;
     check(iterate_within(args_parser_, args).get(doc), "\"args\" of a metadata event");
     od::object o;
     if (doc.get_object().get(o) != simdjson::SUCCESS) return;
+    using What = Piece::Meta::What;
     for (auto f : o) {
       std::string_view k;
       check(f.unescaped_key().get(k), "an args key");
       od::value v;
       check(f.value().get(v), "an args value");
+      std::string_view s;
       if (what == "process_name" && k == "name") {
-        std::string_view s;
-        if (v.get_string().get(s) == simdjson::SUCCESS) processes_[pid].name = std::string(s);
-      } else if (what == "process_labels" && k == "labels") {
-        std::string_view s;
-        if (v.get_string().get(s) == simdjson::SUCCESS) processes_[pid].labels = std::string(s);
-      } else if (what == "process_sort_index" && k == "sort_index") {
-        processes_[pid].sort_index = read_id(v).number;
-      } else if (what == "thread_name" && k == "name") {
-        std::string_view s;
         if (v.get_string().get(s) == simdjson::SUCCESS) {
-          threads_[static_cast<std::size_t>(thread_index(pid, tid))].name = std::string(s);
+          add_meta(What::kProcessName, pid, -1, s, 0);
+        }
+      } else if (what == "process_labels" && k == "labels") {
+        if (v.get_string().get(s) == simdjson::SUCCESS) {
+          add_meta(What::kProcessLabels, pid, -1, s, 0);
+        }
+      } else if (what == "process_sort_index" && k == "sort_index") {
+        add_meta(What::kProcessSortIndex, pid, -1, {}, read_id(v).number);
+      } else if (what == "thread_name" && k == "name") {
+        if (v.get_string().get(s) == simdjson::SUCCESS) {
+          add_meta(What::kThreadName, {}, thread_index(pid, tid), s, 0);
         }
       } else if (what == "thread_sort_index" && k == "sort_index") {
-        threads_[static_cast<std::size_t>(thread_index(pid, tid))].sort_index = read_id(v).number;
+        const std::int64_t n = read_id(v).number;
+        add_meta(What::kThreadSortIndex, {}, thread_index(pid, tid), {}, n);
       }
     }
+  }
+
+  void add_meta(Piece::Meta::What what, const Id& pid, std::int32_t thread, std::string_view text,
+                std::int64_t number) {
+    Piece::Meta& m = piece_->metadata.emplace_back();
+    m.what = what;
+    m.pid = pid;
+    m.thread = thread;
+    m.text = std::string(text);
+    m.number = number;
   }
 
   void add_flow_end(char ph, std::string_view cat, const Id& id, std::int32_t thread,
                     std::int64_t ts) {
     const std::int64_t key =
         id.text.empty() ? id.number : static_cast<std::int64_t>(std::hash<std::string>{}(id.text));
-    // The category as an index into flow_categories_ (a trace has a handful: "ac2g", "fwdbwd").
+    // The category as an index into the piece's (a trace has a handful: "ac2g", "fwdbwd").
+    std::vector<std::string_view>& cats = piece_->flow_categories;
     std::uint32_t category = 0;
-    while (category < flow_categories_.size() && flow_categories_[category] != cat) ++category;
-    if (category == flow_categories_.size()) flow_categories_.emplace_back(cat);
-    flow_ends_.push_back({key, ts, category, thread,
-                          static_cast<std::uint32_t>(flow_ends_.size()), ph});
+    while (category < cats.size() && cats[category] != cat) ++category;
+    if (category == cats.size()) cats.push_back(cat);
+    piece_->flow_ends.push_back({key, ts, category, thread, ph});
   }
+
+  Piece* piece_ = nullptr;
+  std::size_t last_thread_ = 0;  // thread_index()'s last answer, tried first
+  od::parser args_parser_;
+  std::string other_args_;  // the other args being gathered (read_args_object() and
+                            // read_memory_args()), kept by keep_other_args()
+  EventDetail detail_;      // read_event()'s, for a complete event's args
+};
+
+class Reader : public TextWalker {
+ public:
+  // `text_size`: the size of the trace's text, to make room for its events up front.
+  Reader(std::string path, simdjson::padded_string json, std::int64_t text_size)
+      : TextWalker(std::move(path)), json_(std::move(json)), events_(path_) {
+    // Room for the events up front, so that the growing vectors are not copied as they grow (a
+    // copy of the details is briefly twice their memory). Kineto writes 250 to 500 bytes an
+    // event; room that is never written takes address space, not memory.
+    builder_.reserve_for_import(static_cast<std::size_t>(std::max<std::int64_t>(text_size, 0)) /
+                                250);
+  }
+
+  // The whole document in memory: one walk.
+  std::shared_ptr<const ProfilerResult> read() {
+    read_top(/*events_read=*/false);
+    return build();
+  }
+
+  // The document in pieces of about `batch_bytes` (StreamSplitter): each piece of the events
+  // array parsed and joined to the model as it comes (on two threads with `parse_helper`),
+  // then the rest of the document (its top-level keys around an emptied traceEvents).
+  std::shared_ptr<const ProfilerResult> read_streaming(std::size_t batch_bytes,
+                                                       std::size_t chunk_bytes, bool inflate_ahead,
+                                                       bool parse_helper);
+
+  // Joins what a piece read to the model, in the order of the text: its threads, categories
+  // and names become the model's, its details and other args are added, then its events, flow
+  // ends and metadata. Throws what stopped the piece's reading, after its events before it.
+  void merge(Piece& p) {
+    for (const std::string& text : p.text_pids) text_pid(text);
+    thread_map_.clear();
+    for (const Piece::Thread& t : p.threads) {
+      const std::int64_t pid = pid_of(t.pid);
+      const std::int32_t index = thread_index(pid, t.tid);
+      thread_map_.push_back(index);
+      Thread& g = threads_[static_cast<std::size_t>(index)];
+      g.gpu = g.gpu || t.gpu;
+      if (t.device >= 0) g.device = t.device;
+      if (t.stream >= 0) g.stream = t.stream;
+      if (t.cpu_ranges > 0) cpu_events_by_pid_[pid] += t.cpu_ranges;
+    }
+    category_map_.clear();
+    for (std::string_view c : p.categories) category_map_.push_back(builder_.category(c));
+    for (Event& e : p.events) {
+      e.name = keep_name(e.name);
+      e.thread = thread_map_[static_cast<std::size_t>(e.thread)];
+      if (e.category != 0) e.category = category_map_[e.category - 1u];
+      if (e.detail >= 0) e.detail = builder_.add_detail(std::move(p.details[e.detail]));
+      if (e.other_args >= 0) {
+        const auto [start, size] = p.other_args[static_cast<std::size_t>(e.other_args)];
+        e.other_args = builder_.add_other_args(std::string_view(p.other_text).substr(start, size));
+      }
+      builder_.add_event(e);
+    }
+    flow_category_map_.clear();
+    for (std::string_view c : p.flow_categories) {
+      std::uint32_t category = 0;
+      while (category < flow_categories_.size() && flow_categories_[category] != c) ++category;
+      if (category == flow_categories_.size()) flow_categories_.emplace_back(c);
+      flow_category_map_.push_back(category);
+    }
+    for (const Piece::FlowEnd& f : p.flow_ends) {
+      flow_ends_.push_back({f.id, f.ts, flow_category_map_[f.category],
+                            thread_map_[static_cast<std::size_t>(f.thread)],
+                            static_cast<std::uint32_t>(flow_ends_.size()), f.ph});
+    }
+    using What = Piece::Meta::What;
+    for (Piece::Meta& m : p.metadata) {
+      switch (m.what) {
+        case What::kProcessName:
+          processes_[pid_of(m.pid)].name = std::move(m.text);
+          break;
+        case What::kProcessLabels:
+          processes_[pid_of(m.pid)].labels = std::move(m.text);
+          break;
+        case What::kProcessSortIndex:
+          processes_[pid_of(m.pid)].sort_index = m.number;
+          break;
+        case What::kThreadName:
+          threads_[static_cast<std::size_t>(thread_map_[static_cast<std::size_t>(m.thread)])].name =
+              std::move(m.text);
+          break;
+        case What::kThreadSortIndex:
+          threads_[static_cast<std::size_t>(thread_map_[static_cast<std::size_t>(m.thread)])]
+              .sort_index = m.number;
+          break;
+      }
+    }
+    skipped_ += p.skipped;
+    memory_events_ = memory_events_ || p.memory_events;
+    if (p.error) std::rethrow_exception(p.error);
+  }
+
+ private:
+  // Walks the top-level object of json_. With `events_read`, its traceEvents is the emptied
+  // array of a streamed document, whose events were read already.
+  void read_top(bool events_read) {
+    place_.doc = std::string_view(json_.data(), json_.size());
+    od::parser parser;
+    od::document doc;
+    check(parser.iterate(json_).get(doc), "the start of the document");
+    od::object top;
+    if (doc.get_object().get(top) != simdjson::SUCCESS) {
+      fail("expected a JSON object at byte 0 (a Chrome trace: {\"traceEvents\": [...]})");
+    }
+    bool saw_events = false;
+    bool saw_nodes = false;
+    for (auto field : top) {
+      std::string_view key;
+      check(field.unescaped_key().get(key), "an object key");
+      od::value v;
+      check(field.value().get(v), "a value");
+      if (key == "traceEvents") {
+        saw_events = true;
+        od::array events;
+        check(v.get_array().get(events), "an array of events");
+        // The events where they stand, joined to the model every kFlushEvery (the names
+        // point into this walk's parser, which lives until the walk ends).
+        constexpr std::size_t kFlushEvery = 4096;
+        Piece piece;
+        events_.set_place(place_);
+        events_.read_events(events, piece, kFlushEvery, [&](Piece& p) {
+          merge(p);
+          p.clear();
+        });
+        merge(piece);
+        place_.last_event_at = events_read ? nullptr : events_.place().last_event_at;
+      } else if (key == "deviceProperties") {
+        device_properties_ = std::string(raw_of(v, "deviceProperties"));
+        if (device_properties_ == "[]") device_properties_.clear();
+      } else if (key == "schemaVersion" || key == "traceName" || key == "displayTimeUnit" ||
+                 key == "baseTimeNanoseconds" || key == "opscope" ||
+                 key == "opscope_not_recorded") {
+        raw_of(v, "a value");  // the exporter writes these itself
+      } else if (key == "nodes") {
+        saw_nodes = true;
+        raw_of(v, "a value");
+      } else if (key == "distributedInfo") {
+        const std::string_view raw = raw_of(v, "distributedInfo");
+        read_distributed_info(raw);
+        metadata_.emplace_back(std::string(key), std::string(raw));
+      } else {
+        metadata_.emplace_back(std::string(key), std::string(raw_of(v, "a value")));
+      }
+    }
+    // Anything after the top-level object is an error (the document is one value).
+    const char* after = nullptr;
+    if (doc.current_location().get(after) == simdjson::SUCCESS && after != nullptr) {
+      fail("unexpected text after the trace object at byte " +
+           std::to_string(place_.offset_of(after)));
+    }
+    if (!saw_events && saw_nodes) {
+      fail(
+          "this is an execution trace (Chakra: \"nodes\"), not a Chrome trace with "
+          "\"traceEvents\"");
+    }
+    if (!saw_events) fail("no \"traceEvents\" array in the top-level object");
+  }
+
+  struct Thread {
+    std::int64_t pid;
+    Id tid;
+    std::string name;
+    std::int64_t sort_index = -1;
+    bool gpu = false;
+    std::int32_t device = -1;
+    std::int64_t stream = -1;
+  };
+  struct Process {
+    std::string name;
+    std::string labels;
+    std::int64_t sort_index = -1;
+  };
+  // One end of a flow ("s", "t" or "f"), in the order the trace gave it.
+  struct FlowEnd {
+    std::int64_t id;
+    std::int64_t ts;
+    std::uint32_t category;  // index into flow_categories_
+    std::int32_t thread;
+    std::uint32_t order;  // its place among the trace's flow ends (wraps; see hand_over_flows)
+    char ph;
+  };
+
+  std::int32_t thread_index(std::int64_t pid, const Id& tid) {
+    auto [it, added] = thread_of_.try_emplace({pid, tid}, 0);
+    if (added) {
+      it->second = static_cast<std::int32_t>(threads_.size());
+      threads_.push_back({pid, tid, {}, -1, false, -1, -1});
+    }
+    return it->second;
+  }
+
+  std::string_view keep_name(std::string_view name) {
+    auto it = names_.find(name);
+    if (it != names_.end()) return it->second;
+    const std::string_view kept = builder_.keep(name);
+    names_.emplace(kept, kept);
+    return kept;
+  }
+
+  void read_distributed_info(std::string_view raw) {
+    // A small object: parse it on its own.
+    od::parser p;
+    od::document d;
+    if (iterate_within(p, raw).get(d) != simdjson::SUCCESS) return;
+    od::object o;
+    if (d.get_object().get(o) != simdjson::SUCCESS) return;
+    for (auto f : o) {
+      std::string_view k;
+      if (f.unescaped_key().get(k) != simdjson::SUCCESS) return;
+      od::value v;
+      if (f.value().get(v) != simdjson::SUCCESS) return;
+      if (k == "rank") {
+        const Id id = read_id(v);
+        if (id.text.empty()) rank_ = id.number;
+      }
+    }
+  }
+
+  // Kineto names some processes with text ("Spans", "Traces"): each gets a pid of its own
+  // above any real one (2^40 + n, n in the order the trace first names them), named with the
+  // text, so that it stays apart.
+  std::int64_t text_pid(const std::string& text) {
+    auto [it, added] = text_pids_.try_emplace(
+        text, (std::int64_t{1} << 40) + static_cast<std::int64_t>(text_pids_.size()));
+    if (added) processes_[it->second].name = text;
+    return it->second;
+  }
+  std::int64_t pid_of(const Id& pid) { return pid.text.empty() ? pid.number : text_pid(pid.text); }
 
   // The flows whose two ends were read, to the builder in the order of their category's name
   // and id. The ends are sorted by (category, id, order read) and each id's ends taken in the
@@ -893,19 +1178,9 @@ class Reader {
     return builder_.finish();
   }
 
-  std::string path_;
   simdjson::padded_string json_;  // the whole text, or its top-level keys when streamed
-  std::string_view doc_;          // what is being walked: json_, or a piece of the events
-  od::parser args_parser_;
+  EventReader events_;            // the events read on this thread
   ProfilerResult::Builder builder_;
-  const char* last_event_at_ = nullptr;
-  std::string other_args_;        // the other args being gathered (read_args_object() and
-                                  // read_memory_args()), kept by keep_other_args()
-  EventDetail detail_;            // read_event()'s, for a complete event's args
-  bool streamed_ = false;         // doc_ is a piece of the text, read_streaming()
-  std::int64_t offset_base_ = 0;  // offset_of()
-  std::int64_t split_at_ = INT64_MAX;
-  std::int64_t split_shift_ = 0;
   std::map<std::pair<std::int64_t, Id>, std::int32_t> thread_of_;
   std::vector<Thread> threads_;
   std::map<std::int64_t, Process> processes_;
@@ -914,6 +1189,9 @@ class Reader {
   std::unordered_map<std::string_view, std::string_view> names_;
   std::vector<std::string> flow_categories_;
   std::vector<FlowEnd> flow_ends_;
+  std::vector<std::int32_t> thread_map_;          // merge(): a piece's threads, the model's
+  std::vector<std::uint16_t> category_map_;       // its categories
+  std::vector<std::uint32_t> flow_category_map_;  // its flow categories
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;
   std::string device_properties_;
@@ -929,9 +1207,10 @@ class StreamSplitter {
  public:
   explicit StreamSplitter(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
 
-  // Takes the next bytes of the text; calls on_events(piece, offset) for each piece of the
-  // events ready: "[" + whole events separated by commas + "]", followed by simdjson's
-  // padding, and the offset in the whole text that piece[0] stands for.
+  // Takes the next bytes of the text; calls on_events(text, json_size, offset) for each piece
+  // of the events ready: "[" + whole events separated by commas + "]" (json_size bytes),
+  // followed by simdjson's padding, and the offset in the whole text that text[0] stands for.
+  // on_events may swap the string for another buffer (the next piece is gathered in that).
   template <typename OnEvents>
   void feed(std::string_view chunk, OnEvents&& on_events) {
     const char* const data = chunk.data();
@@ -1165,7 +1444,7 @@ class StreamSplitter {
       events_.push_back(']');
       const std::size_t size = events_.size();
       events_.append(simdjson::SIMDJSON_PADDING, '\0');
-      on_events(std::string_view(events_.data(), size), events_offset_ - 1);
+      on_events(events_, size, events_offset_ - 1);  // which may take the buffer, giving another
     }
     events_.assign(1, '[');
   }
@@ -1235,42 +1514,167 @@ class StreamSplitter {
   std::int64_t split_at_ = INT64_MAX;
 };
 
+// The pieces of the events array between the cutter and the model. The reading thread cuts
+// them and joins them to the model in the order of the text; they are parsed in that order by
+// whichever thread is free: the reading thread and, with `helper`, a second one. Each piece
+// has a slot of its own (its text, the parser whose strings its names point into, what it
+// read) until it is joined, so at most kSlots pieces are held.
+class PieceQueue {
+ public:
+  PieceQueue(const std::string& path, bool helper)
+      : slots_(helper ? kSlots : 1), reader_(path), helper_reader_(path) {
+    for (auto& s : slots_) s = std::make_unique<Slot>();
+    if (helper) helper_ = std::thread([this] { help(); });
+  }
+  ~PieceQueue() {
+    if (!helper_.joinable()) return;
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    helper_.join();
+  }
+  PieceQueue(const PieceQueue&) = delete;
+  PieceQueue& operator=(const PieceQueue&) = delete;
+
+  // Takes a piece the cutter filled ("[" + events + "]" + simdjson's padding; `json_size`
+  // bytes of JSON standing at `offset` in the text), swapping buffers with it, then does what
+  // is due: joins the parsed pieces at the head to the model (`merge`), and parses one here
+  // when the helper is behind (or is not there).
+  template <typename Merge>
+  void add(std::string& text, std::size_t json_size, std::int64_t offset, Merge&& merge) {
+    std::unique_lock lock(mutex_);
+    while (tail_ - head_ == slots_.size()) step(lock, merge);
+    Slot& s = slot(tail_);
+    s.text.swap(text);
+    s.json_size = json_size;
+    s.offset = offset;
+    s.state = State::kCut;
+    ++tail_;
+    if (helper_.joinable()) work_.notify_one();
+    if (!helper_.joinable()) parse_next(lock, reader_);
+    // With a helper, the reading thread parses only when every slot is taken (step()): it has
+    // the cutting, joining and building to do, about as much as half the parsing.
+    join_parsed(lock, merge);
+  }
+
+  // Every piece added parsed and joined.
+  template <typename Merge>
+  void finish(Merge&& merge) {
+    std::unique_lock lock(mutex_);
+    while (head_ != tail_) step(lock, merge);
+  }
+
+ private:
+  static constexpr std::size_t kSlots = 6;
+  enum class State { kFree, kCut, kParsing, kParsed };
+  struct Slot {
+    std::string text;
+    std::size_t json_size = 0;
+    std::int64_t offset = 0;
+    od::parser parser;
+    Piece piece;
+    State state = State::kFree;
+  };
+  Slot& slot(std::uint64_t n) { return *slots_[n % slots_.size()]; }
+
+  // Progress towards joining the head: joins it when parsed, else parses the next unclaimed
+  // piece here, else waits for the helper to finish the head.
+  template <typename Merge>
+  void step(std::unique_lock<std::mutex>& lock, Merge& merge) {
+    if (slot(head_).state == State::kParsed) {
+      join_head(lock, merge);
+    } else if (claimed_ != tail_) {
+      parse_next(lock, reader_);
+    } else {
+      parsed_.wait(lock, [&] { return slot(head_).state == State::kParsed; });
+    }
+  }
+
+  template <typename Merge>
+  void join_parsed(std::unique_lock<std::mutex>& lock, Merge& merge) {
+    while (head_ != tail_ && slot(head_).state == State::kParsed) join_head(lock, merge);
+  }
+
+  // The head piece joined to the model, its slot freed; `merge` may throw (a piece's error),
+  // and then the queue is left as it is, to be destroyed.
+  template <typename Merge>
+  void join_head(std::unique_lock<std::mutex>& lock, Merge& merge) {
+    Slot& s = slot(head_);
+    lock.unlock();
+    merge(s.piece);
+    lock.lock();
+    s.state = State::kFree;
+    ++head_;
+  }
+
+  // The oldest piece not yet claimed, parsed by `reader` without the lock.
+  void parse_next(std::unique_lock<std::mutex>& lock, EventReader& reader) {
+    Slot& s = slot(claimed_++);
+    s.state = State::kParsing;
+    lock.unlock();
+    reader.read_piece(std::string_view(s.text.data(), s.json_size), s.offset, s.parser, s.piece);
+    lock.lock();
+    s.state = State::kParsed;
+    parsed_.notify_one();
+  }
+
+  // The helper: parses pieces as they come until stopped.
+  void help() {
+    pthread_setname_np(pthread_self(), "opscope-parse");
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      work_.wait(lock, [&] { return stop_ || claimed_ != tail_; });
+      if (stop_) return;
+      parse_next(lock, helper_reader_);
+    }
+  }
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::uint64_t head_ = 0;     // the oldest piece not joined
+  std::uint64_t claimed_ = 0;  // the oldest piece not claimed for parsing
+  std::uint64_t tail_ = 0;     // the next piece to come
+  bool stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable work_;    // the helper waits for pieces
+  std::condition_variable parsed_;  // the reading thread waits for the head to be parsed
+  EventReader reader_;              // the reading thread's
+  EventReader helper_reader_;
+  std::thread helper_;  // last: started when everything it uses is there
+};
+
 std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_bytes,
                                                              std::size_t chunk_bytes,
-                                                             bool inflate_ahead) {
+                                                             bool inflate_ahead,
+                                                             bool parse_helper) {
   internal::TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo, inflate_ahead);
   StreamSplitter splitter(batch_bytes);
-  streamed_ = true;
-  od::parser parser;
-  const auto on_events = [&](std::string_view piece, std::int64_t offset) {
-    doc_ = piece;
-    offset_base_ = offset;
-    split_at_ = INT64_MAX;
-    od::document doc;
-    check(parser.iterate(piece.data(), piece.size(), piece.size() + simdjson::SIMDJSON_PADDING)
-              .get(doc),
-          "the events");
-    od::array events;
-    check(doc.get_array().get(events), "an array of events");
-    read_events(events);
-  };
-  for (std::string_view chunk = chunks.next(); !chunk.empty(); chunk = chunks.next()) {
-    splitter.feed(chunk, on_events);
+  const auto merge = [this](Piece& p) { this->merge(p); };
+  {
+    // A text inflated on a thread of its own has its spare core taken.
+    PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead());
+    const auto on_events = [&](std::string& text, std::size_t json_size, std::int64_t offset) {
+      pieces.add(text, json_size, offset, merge);
+    };
+    for (std::string_view chunk = chunks.next(); !chunk.empty(); chunk = chunks.next()) {
+      splitter.feed(chunk, on_events);
+    }
+    pieces.finish(merge);
   }
   if (!splitter.complete()) {
     // No events array closed at the top level: the text (kept whole in rest()) read as one
     // document, which names what is wrong with it.
-    streamed_ = false;
-    offset_base_ = 0;
     json_ = simdjson::padded_string(splitter.rest());
+    place_ = Place{};
     read_top(/*events_read=*/false);
     return build();
   }
   json_ = simdjson::padded_string(splitter.rest());
-  offset_base_ = 0;
-  split_at_ = splitter.split_at();
-  split_shift_ = splitter.split_shift();
-  last_event_at_ = nullptr;
+  place_ = Place{};
+  place_.split_at = splitter.split_at();
+  place_.split_shift = splitter.split_shift();
+  place_.streamed = true;
   read_top(/*events_read=*/true);
   return build();
 }
@@ -1285,7 +1689,10 @@ namespace internal {
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core) {
   try {
-    return read_trace_streaming(path, kPieceBytes, kChunkBytes, spare_core);
+    // The spare core inflates a gzip text, or parses half the pieces of a plain one that is
+    // long enough to repay starting a thread.
+    return read_trace_streaming(path, kPieceBytes, kChunkBytes, spare_core,
+                                spare_core && trace_text_size(path) >= kHelperFrom);
   } catch (const Error&) {
     // A piece of the text names a malformed event by the byte it starts at; the strict parser
     // over the whole text names the very byte. Worth a second read while the text is small
@@ -1298,10 +1705,10 @@ std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool s
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes,
                                                            std::size_t chunk_bytes,
-                                                           bool inflate_ahead) {
+                                                           bool inflate_ahead, bool parse_helper) {
   Reader reader(path, simdjson::padded_string(), trace_text_size(path));
   return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1),
-                               std::max<std::size_t>(chunk_bytes, 1), inflate_ahead);
+                               std::max<std::size_t>(chunk_bytes, 1), inflate_ahead, parse_helper);
 }
 
 std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path) {

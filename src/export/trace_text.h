@@ -44,6 +44,8 @@ class TextChunks {
 
   // The next chunk, valid until the next call; empty at the end of the text.
   std::string_view next();
+  // Whether a thread of its own inflates the text (it then takes a core).
+  bool inflates_ahead() const { return mode_ == Mode::kZlibAhead; }
 
  private:
   struct Ahead;  // the inflating thread and the chunks it filled
@@ -63,13 +65,17 @@ class TextChunks {
 
 // read_trace() of a text of any size in bounded memory: the events array parsed in pieces of
 // about `batch_bytes` as the file is read `chunk_bytes` at a time (read_trace() takes 64 KiB
-// for both; the tests take sizes down to a byte, to cut everywhere).
+// for both; the tests take sizes down to a byte, to cut everywhere). With `parse_helper`, and
+// unless a thread inflates the text ahead, a second thread parses pieces beside this one; the
+// result is the same.
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes,
                                                            std::size_t chunk_bytes,
-                                                           bool inflate_ahead = false);
+                                                           bool inflate_ahead = false,
+                                                           bool parse_helper = false);
 
-// read_trace(), gzip inflated on a thread of its own when `spare_core` (TextChunks).
+// read_trace(), with a spare core (`spare_core`) gzip inflated on a thread of its own (TextChunks)
+// or the pieces of a plain text of 1 MiB or more parsed on two threads (PieceQueue).
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core);
 
 // read_trace() of the text held whole: what read_trace() falls back on to name the byte where a

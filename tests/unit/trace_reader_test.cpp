@@ -419,10 +419,102 @@ TEST(TraceReader, StreamedReadIsTheWholeRead) {
       }
       EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk)), whole)
           << batch << " " << chunk;
+      // Pieces parsed on two threads and joined in order (read_trace() does this for a plain
+      // text of 1 MiB or more when it has a core to spare).
+      if (batch != 4096 || chunk != 1) {
+        EXPECT_EQ(
+            chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk, false, true)),
+            whole)
+            << batch << " " << chunk << " parsed on two threads";
+      }
     }
     ++compared;
   }
   EXPECT_GE(compared, 15);
+}
+
+// Pieces parsed apart, on two threads, number their threads, categories, text pids and flow
+// categories each on its own; joined in the order of the text they make the model one walk of
+// the whole text makes: threads numbered in the order first named (by an event, a flow end or
+// a metadata event), text pids likewise, a thread's last device and stream, metadata that
+// comes after the events it names, flows whose ends lie pieces apart, and the events no
+// phase of the model holds counted.
+TEST(TraceReader, PiecesParsedApartJoinAsOneWalk) {
+  std::string text = R"({"traceEvents": [)";
+  const auto add = [&](const std::string& event) {
+    if (text.back() != '[') text += ",\n";
+    text += event;
+  };
+  // A text pid first named by an event the model does not hold: it is numbered first still.
+  add(R"({"ph":"C","name":"c0","pid":"Traces","ts":1,"args":{"v":0}})");
+  for (int i = 0; i < 400; ++i) {
+    const std::string ts = std::to_string(1000 + 10 * i);
+    const std::string pid = i % 7 == 0 ? R"("Spans")" : i % 11 == 0 ? R"("Traces")" : "1";
+    const std::string tid =
+        i % 5 == 0 ? R"("stream )" + std::to_string(i % 3) + R"(")" : std::to_string(10 + i % 4);
+    add(R"({"ph":"X","cat":"cpu_op","name":"op)" + std::to_string(i % 9) + R"(\n","pid":)" + pid +
+        R"(,"tid":)" + tid + R"(,"ts":)" + ts + R"(,"dur":5,"args":{"Ev Idx":)" +
+        std::to_string(i) + "}}");
+    add(R"({"ph":"X","cat":"kernel","name":"k)" + std::to_string(i % 4) + R"(","pid":0,"tid":)" +
+        std::to_string(7 + i % 2) + R"(,"ts":)" + ts + R"(,"dur":3,"args":{"device":0,"stream":)" +
+        std::to_string(7 + (i / 50) % 3) + R"(,"correlation":)" + std::to_string(i) + "}}");
+    add(R"({"ph":"s","cat":")" + std::string(i % 2 == 0 ? "ac2g" : "fwdbwd") +
+        R"(","name":"f","pid":1,"tid":10,"ts":)" + ts + R"(,"id":")" + std::to_string(i) + R"("})");
+    if (i % 13 == 0) {
+      add(R"({"ph":"i","cat":"my_cat","s":"t","name":"mark","pid":1,"tid":)" +
+          std::to_string(20 + i % 3) + R"(,"ts":)" + ts + R"(,"args":{"n":1}})");
+      add(R"({"ph":"X","cat":"custom)" + std::to_string(i % 3) +
+          R"(","name":"c","pid":1,"tid":11,)"
+          R"("ts":)" +
+          ts + R"(,"dur":1})");
+      add(R"({"ph":"C","name":"counter","pid":1,"ts":)" + ts + R"(,"args":{"v":1}})");
+    }
+    if (i % 17 == 3) {
+      add(R"({"ph":"M","name":"thread_name","pid":1,"tid":)" + std::to_string(10 + i % 4) +
+          R"(,"args":{"name":"worker )" + std::to_string(i) + R"("}})");
+      add(R"({"ph":"M","name":"process_name","pid":"Spans","args":{"name":"spans )" +
+          std::to_string(i) + R"("}})");
+      add(R"({"ph":"M","name":"thread_sort_index","pid":0,"tid":7,"args":{"sort_index":)" +
+          std::to_string(i) + "}}");
+    }
+  }
+  for (int i = 0; i < 400; i += 3) {  // the flows' other ends, far from their starts
+    add(R"({"ph":"f","bp":"e","cat":")" + std::string(i % 2 == 0 ? "ac2g" : "fwdbwd") +
+        R"(","name":"f","pid":0,"tid":7,"ts":)" + std::to_string(1000 + 10 * i + 1) + R"(,"id":")" +
+        std::to_string(i) + R"("})");
+  }
+  text += R"(], "traceName": "apart"})";
+  const std::string path = write_file("apart.json", text);
+  const auto whole = internal::read_trace_whole(path);
+  ASSERT_GT(whole->events().size(), 800u);
+  ASSERT_GT(whole->flows().size(), 100u);
+  ASSERT_GE(whole->threads().size(), 8u);
+  // Text pids are numbered from 2^40 in the order the text first names them.
+  const auto process_name = [](const ProfilerResult& r, std::int64_t pid) {
+    for (const ProcessInfo& p : r.processes()) {
+      if (p.pid == pid) return p.name;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(process_name(*whole, std::int64_t{1} << 40), "Traces");
+  EXPECT_EQ(process_name(*whole, (std::int64_t{1} << 40) + 1), "spans 394");
+  const std::string expected = chrome_trace_json(*whole);
+  for (const std::size_t batch : {std::size_t{1}, std::size_t{300}, std::size_t{4096}}) {
+    for (const bool helper : {false, true}) {
+      const auto r = internal::read_trace_streaming(path, batch, 65536, false, helper);
+      EXPECT_EQ(process_name(*r, std::int64_t{1} << 40), "Traces");
+      EXPECT_EQ(chrome_trace_json(*r), expected) << batch << (helper ? " two threads" : "");
+      ASSERT_EQ(r->threads().size(), whole->threads().size());
+      for (std::size_t t = 0; t < r->threads().size(); ++t) {
+        EXPECT_EQ(r->threads()[t].tid, whole->threads()[t].tid) << t;
+        EXPECT_EQ(r->threads()[t].pid, whole->threads()[t].pid) << t;
+        EXPECT_EQ(r->threads()[t].name, whole->threads()[t].name) << t;
+        EXPECT_EQ(r->threads()[t].stream, whole->threads()[t].stream) << t;
+      }
+      EXPECT_EQ(r->flows().size(), whole->flows().size());
+      EXPECT_EQ(r->categories(), whole->categories());
+    }
+  }
 }
 
 // Strings holding what the cutter looks for (commas, brackets, braces, escaped quotes and
@@ -456,11 +548,32 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   const std::string bad = write_file("bad_event.json", bad_text);
   const std::string at = "byte " + std::to_string(bad_text.find(", 7") + 2);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{8}}) {
+    for (const bool helper : {false, true}) {
+      try {
+        internal::read_trace_streaming(bad, batch, batch, false, helper);
+        ADD_FAILURE() << "no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what() << " want " << at;
+      }
+    }
+  }
+  // Malformed early in a long text parsed on two threads: the first error in the text is
+  // the one thrown, though the helper parsed pieces after it, and the read ends (no hang).
+  std::string long_text = R"({"traceEvents": [{"ph":"X","cat":"c","name":"a","ts":1,"dur":1})";
+  for (int i = 0; i < 3000; ++i) {
+    long_text += R"(, {"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":)" +
+                 std::to_string(i) + R"(,"dur":1})";
+    if (i == 40) long_text += R"(, {"ph":"X","cat":"cpu_op","ts":"soon"})";
+    if (i == 2000) long_text += R"(, {"ph":"X","cat":"cpu_op","ts":"later"})";
+  }
+  long_text += "]}";
+  const std::string early = write_file("early_two_threads.json", long_text);
+  for (const std::size_t batch : {std::size_t{1}, std::size_t{512}}) {
     try {
-      internal::read_trace_streaming(bad, batch, batch);
+      internal::read_trace_streaming(early, batch, 4096, false, true);
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what() << " want " << at;
+      EXPECT_NE(std::string(e.what()).find("soon"), std::string::npos) << e.what();
     }
   }
   // Truncated in the events, and not a trace at all: refused, as by the whole read.
