@@ -120,21 +120,26 @@ def main():
     t_zcat, _, _ = timed(["zcat", gz_file], a.runs)
     t_gz, _, _ = timed(analyze + [gz_file], a.runs)
     t_json, peak_json, _ = timed(analyze + [json_file], a.runs)
+    # The same on one thread (--threads 1): what the second core's parsing gives.
+    t_json1, _, _ = timed(analyze + ["--threads", "1", json_file], a.runs)
     hta_gz, _, out_gz = timed([sys.executable, "-c", HTA_PROGRAM, HTA, gz_dir], a.hta_runs)
     hta_json, _, out_json = timed([sys.executable, "-c", HTA_PROGRAM, HTA, json_dir], a.hta_runs)
     inner = lambda outs: statistics.median(float(o.split()[1]) for o in outs)  # noqa: E731
-    results.update(zcat_s=t_zcat, opscope_gz_s=t_gz, opscope_json_s=t_json, hta_gz_s=hta_gz,
+    results.update(zcat_s=t_zcat, opscope_gz_s=t_gz, opscope_json_s=t_json,
+                   opscope_json_one_thread_s=t_json1, hta_gz_s=hta_gz,
                    hta_json_s=hta_json, hta_gz_inner_s=inner(out_gz),
                    hta_json_inner_s=inner(out_json))
 
-    # Throughput per core on a larger trace (the fixed cost of a process start amortized),
-    # one rank and then two ranks at once.
+    # Throughput per core on a larger trace (the fixed cost of a process start amortized):
+    # one rank on one thread (--threads 1), the same rank with the second core parsing too
+    # (the default), and then two ranks at once (a core each).
     copies = 10
     big_dir = os.path.join(work, "big")
     os.makedirs(big_dir, exist_ok=True)
     big = os.path.join(big_dir, "rank0.json")
     big_bytes = write_trace(big, doc, repeated_events(doc["traceEvents"], copies))
-    t_big, peak_big, _ = timed(analyze + [big], a.runs)
+    t_big, peak_big, _ = timed(analyze + ["--threads", "1", big], a.runs)
+    t_big2, _, _ = timed(analyze + [big], a.runs)
     two_dir = os.path.join(work, "two")
     os.makedirs(two_dir, exist_ok=True)
     rank0, rank1 = os.path.join(two_dir, "rank0.json"), os.path.join(two_dir, "rank1.json")
@@ -144,7 +149,7 @@ def main():
     write_trace(rank1, doc1, repeated_events(doc["traceEvents"], copies))
     t_two, _, _ = timed(analyze + [two_dir], a.runs)
     results.update(big_json_bytes=big_bytes, opscope_big_s=t_big, opscope_big_peak=peak_big,
-                   opscope_two_ranks_s=t_two)
+                   opscope_big_two_threads_s=t_big2, opscope_two_ranks_s=t_two)
 
     # Peak memory on a trace of --big-gb GB.
     if a.big_gb > 0:
@@ -167,15 +172,17 @@ def main():
         ("HTA, .json.gz", f"{hta_gz * 1e3:.0f} ms (its load + report alone "
                           f"{results['hta_gz_inner_s'] * 1e3:.0f} ms) = "
                           f"{hta_gz / t_gz:.0f} x opscope"),
-        ("opscope analyze, .json", f"{t_json * 1e3:.1f} ms, peak {mb(peak_json):.0f} MB"),
+        ("opscope analyze, .json", f"{t_json * 1e3:.1f} ms, peak {mb(peak_json):.0f} MB "
+                                   f"(--threads 1: {t_json1 * 1e3:.1f} ms)"),
         ("HTA, .json", f"{hta_json * 1e3:.0f} ms (its load + report alone "
                        f"{results['hta_json_inner_s'] * 1e3:.0f} ms) = "
                        f"{hta_json / t_json:.0f} x opscope (target >= 100)"),
-        ("one rank, larger", f"{mb(big_bytes):.0f} MB in {t_big * 1e3:.0f} ms = "
-                             f"{mb(big_bytes) / t_big:.0f} MB/s on one core (target >= 300), "
-                             f"peak {mb(peak_big):.0f} MB"),
-        ("two such ranks", f"{t_two * 1e3:.0f} ms = {t_two / t_big:.2f} x one rank "
-                           f"({os.cpu_count()} cores)"),
+        ("one rank, larger", f"{mb(big_bytes):.0f} MB in {t_big * 1e3:.0f} ms on one thread "
+                             f"(--threads 1) = {mb(big_bytes) / t_big:.0f} MB/s on one core "
+                             f"(target >= 300), peak {mb(peak_big):.0f} MB; two threads "
+                             f"{t_big2 * 1e3:.0f} ms = {mb(big_bytes) / t_big2:.0f} MB/s"),
+        ("two such ranks", f"{t_two * 1e3:.0f} ms = {t_two / t_big:.2f} x one rank on one "
+                           f"thread ({os.cpu_count()} cores)"),
     ]
     if a.big_gb > 0:
         rows.append(("generated trace", f"{mb(results['huge_json_bytes']):.0f} MB in "

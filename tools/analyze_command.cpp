@@ -72,6 +72,10 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                      with several it is a directory (made when missing) that gets
                      <name>_with_counters.json or .json.gz for each. Without --report, no
                      report is printed
+  --threads N        threads to read the traces with (default: one per core): a trace
+                     to each, and with more threads than traces, a plain trace's pieces
+                     parsed on two or a gzip trace inflated beside its reading;
+                     1 reads on this thread alone
   --help             this text
 
   opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
@@ -102,7 +106,8 @@ struct AnalyzeArgs {
   std::vector<std::string> reports;
   ReportFormat format = ReportFormat::kText;
   std::string output;
-  std::string augment;  // --augment: where the traces with counters go; empty: none
+  std::string augment;   // --augment: where the traces with counters go; empty: none
+  unsigned threads = 0;  // --threads; 0: one per core
   ReportOptions options;
 };
 
@@ -156,6 +161,8 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     } else if (arg == "--augment") {
       a.augment = take();
       if (a.augment.empty()) throw UsageError("--augment expects a file or directory name");
+    } else if (arg == "--threads") {
+      a.threads = static_cast<unsigned>(parse_number(arg, take(), 1, 1024));
     } else if (arg == "--num-kernels") {
       a.options.num_kernels = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
     } else if (arg == "--duration-ratio") {
@@ -236,7 +243,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   std::string text;
   try {
     const std::vector<std::string> files = trace_files(a.paths);
-    ranks = read_traces(files);  // the ranks in parallel, one per core
+    ranks = read_traces(files, a.threads);  // the ranks in parallel, one per core by default
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (ranks[i]->rank() < 0) {
         err << "opscope analyze: " << files[i] << " has no distributedInfo.rank; using rank " << i

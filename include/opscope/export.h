@@ -57,12 +57,13 @@ bool is_valid_json(std::string_view text, std::string* error = nullptr);
 // file, the byte offset and what was expected when the file is not a trace.
 // The text is read in 64 KiB pieces, so the memory a read takes is the model it builds, not the
 // text. On a machine with more than one core, a gzip text is inflated by a second thread
-// beside the reading.
+// beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
 
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
 // order given. Throws the error of the first path (in that order) that could not be read. A
-// gzip text gets a second thread only when there are fewer paths than `threads`.
+// trace gets a second thread (inflating gzip, or parsing a plain text of 1 MiB or more) only
+// when there are fewer paths than `threads`.
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
                                                                unsigned threads = 0);
 

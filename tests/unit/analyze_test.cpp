@@ -15,6 +15,7 @@
 #include "opscope/trace_analysis.h"
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
+#include "support/test_support.h"
 
 namespace opscope {
 namespace {
@@ -175,6 +176,30 @@ TEST(AnalyzeCli, TextCsvAndOutputFile) {
   EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
 }
 
+// --threads: a plain trace over 1 MiB read on one thread and on two (its pieces parsed by a
+// second one) gives the same reports; a count outside 1 to 1024 is refused.
+TEST(AnalyzeCli, ThreadsChangeHowNotWhat) {
+  const std::string gz = kPeers + "/kineto-traces/nccl_parser_config/nccl_data.json.gz";
+  if (!fs::exists(gz)) GTEST_SKIP() << "no " << gz;
+  const fs::path plain = scratch("threads/nccl.json");
+  fs::create_directories(plain.parent_path());
+  std::ofstream(plain, std::ios::binary) << testing::read_gzip_file(gz);
+  ASSERT_GT(fs::file_size(plain), 1u << 20);
+  const std::string reports = " --report temporal,idle,kernels,overlap,launch,ops --format json";
+  const auto [one_code, one] =
+      shell(kCli + " analyze " + plain.string() + reports + " --threads 1");
+  EXPECT_EQ(one_code, 0) << one;
+  const auto [two_code, two] =
+      shell(kCli + " analyze " + plain.string() + reports + " --threads 2");
+  EXPECT_EQ(two_code, 0) << two;
+  EXPECT_GT(one.size(), 10000u);
+  EXPECT_EQ(one, two);
+  auto [code, text] = shell(kCli + " analyze " + plain.string() + " --threads 0");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(text.find("--threads expects a number from 1 to 1024, got '0'"), std::string::npos)
+      << text;
+}
+
 TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   auto [code, text] = shell(kCli + " analyze");
   EXPECT_EQ(code, 2);
@@ -183,7 +208,8 @@ TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("'nope'"), std::string::npos) << text;
   EXPECT_NE(
-      text.find("temporal, idle, kernels, kernel-dist, overlap, launch, patterns, queue, counters, ops"),
+      text.find(
+          "temporal, idle, kernels, kernel-dist, overlap, launch, patterns, queue, counters, ops"),
       std::string::npos)
       << text;
   std::tie(code, text) = shell(kCli + " analyze x.json --format xml");
