@@ -155,7 +155,7 @@ class Walker {
   }
 
  private:
-  std::string_view raw_of(od::value v, const char* what) {
+  std::string_view raw_of(od::value& v, const char* what) {
     std::string_view raw;
     check(internal::raw_json_text(v, raw), what);
     return raw;

@@ -208,7 +208,7 @@ class TextWalker {
   }
 
   // The JSON text of a value, whatever its type (internal::raw_json_text).
-  std::string_view raw_of(od::value v, const char* what) {
+  std::string_view raw_of(od::value& v, const char* what) {
     std::string_view raw;
     check(internal::raw_json_text(v, raw), what);
     return raw;
@@ -420,8 +420,9 @@ class EventReader : public TextWalker {
       // The key compared as it is written, without unescaping it into a buffer: every field
       // the model reads has a plain name (a name spelled with escapes is not recognized, and
       // goes where unknown fields go).
-      od::field f;  // taken once, as in read_arg
-      check(std::move(field).get(f), "an event field");
+      // The field used where the iteration built it, not copied out (read_arg says why).
+      check(field.error(), "an event field");
+      od::field&& f = std::move(field).value_unsafe();
       const simdjson::ondemand::raw_json_string key = f.key();
       od::value& v = f.value();
       const char* k = key.raw();
@@ -678,8 +679,8 @@ class EventReader : public TextWalker {
   // of the 9.8 MB trace in runs alternated with the code before).
   void read_arg(simdjson::simdjson_result<od::field>& field, std::string_view& key,
                 std::string_view& value_raw) {
-    od::field f;
-    check(std::move(field).get(f), "an args field");
+    check(field.error(), "an args field");
+    od::field&& f = std::move(field).value_unsafe();
     const simdjson::ondemand::raw_json_string raw_key = f.key();
     value_raw = raw_of(f.value(), "an args value");
     const char* key_end = value_raw.data();

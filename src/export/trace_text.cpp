@@ -295,7 +295,7 @@ std::int64_t trace_text_size(const std::string& path) {
   return std::max<std::int64_t>(isize, size * 4);
 }
 
-simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view& out) {
+simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_view& out) {
   namespace od = simdjson::ondemand;
   od::json_type type = od::json_type::null;
   if (const auto e = v.type().get(type); e != simdjson::SUCCESS) return e;

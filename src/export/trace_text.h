@@ -84,8 +84,9 @@ std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path);
 
 // A value's JSON text as written (an object or array whole), without the whitespace around it
 // (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the
-// next token, so it is trimmed); simdjson's error when the value is not well formed.
-simdjson::error_code raw_json_text(simdjson::ondemand::value v, std::string_view& out);
+// next token, so it is trimmed); simdjson's error when the value is not well formed. By reference:
+// a copy of the value, read whole right after the narrower stores that built it, stalls.
+simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_view& out);
 
 // Throws Error "cannot read trace PATH: malformed JSON...": where the strict parser
 // (is_valid_json) finds the first problem in `json` (empty: not asked), when it does (simdjson
