@@ -96,6 +96,58 @@ TEST(ResultOrder, SortsEventsAddedInRandomOrder) {
   expect_ordered_and_complete(*b.finish(), events.size());
 }
 
+// Kineto writes a thread's operators by start, then its runtime calls by start: with the
+// threads interleaved, each thread's events are a few long sorted runs (finish() merges them).
+// Runs here share starts and whole spans (ties go to the longer event, then the handle), nest
+// across runs, and come in odd numbers; one thread's runs are too short to merge. The result
+// must be the one the same events give added in a random order.
+TEST(ResultOrder, SortsThreadsThatComeAsAFewLongRuns) {
+  std::mt19937_64 rng(5);
+  std::vector<Event> events;
+  std::uint64_t handle = 0;
+  const auto add = [&](std::int32_t thread, std::int64_t start, std::int64_t end) {
+    Event e;
+    e.name = "x";
+    e.thread = thread;
+    e.start_ns = start;
+    e.end_ns = end;
+    e.handle = ++handle;
+    events.push_back(e);
+  };
+  const int runs_of[] = {2, 3, 5, 40};  // thread 3: runs of about 10 events, left to insertion
+  for (int run = 0; run < 40; ++run) {
+    for (std::int32_t thread = 0; thread < 4; ++thread) {
+      if (run >= runs_of[thread]) continue;
+      const int length = thread == 3 ? 10 : 400;
+      std::int64_t t = 1000 * run % 3000;  // runs overlap in time
+      for (int i = 0; i < length; ++i) {
+        t += static_cast<std::int64_t>(rng() % 3);  // equal starts within and across runs
+        const std::int64_t dur = static_cast<std::int64_t>(rng() % 4) * 5;  // whole spans repeat
+        add(thread, t, t + dur);
+      }
+    }
+  }
+  const auto build_from = [&](const std::vector<Event>& order) {
+    ProfilerResult::Builder b;
+    for (int t = 0; t < 4; ++t) b.add_thread({static_cast<std::uint64_t>(t + 1), "t"});
+    for (const Event& e : order) b.add_event(e);
+    return b.finish();
+  };
+  const auto as_written = build_from(events);
+  expect_ordered_and_complete(*as_written, events.size());
+  std::vector<Event> shuffled = events;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(3));
+  const auto from_shuffled = build_from(shuffled);
+  ASSERT_EQ(from_shuffled->events().size(), as_written->events().size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Event& a = as_written->events()[i];
+    const Event& b = from_shuffled->events()[i];
+    ASSERT_EQ(std::tie(a.handle, a.parent, a.first_child, a.next_sibling, a.self_ns),
+              std::tie(b.handle, b.parent, b.first_child, b.next_sibling, b.self_ns))
+        << "event " << i;
+  }
+}
+
 // reserve() has the events' pages mapped from their far end on a second thread while they are
 // added; a reserve that proves short moves the events mid-way, which must stop that thread
 // first (ASan and TSan runs of this test would see it touch freed memory). Nesting is checked
