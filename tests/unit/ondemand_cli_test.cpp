@@ -194,6 +194,21 @@ TEST(OndemandCli, HelpExplainsEveryFlag) {
                                    opscope::version() + ")\n");
 }
 
+// The build tree's binary looks for its libraries where it was built, never in the directory it
+// is run from: a RUNPATH with an empty entry (which CMake's build-tree RUNPATH of an installed
+// target had) makes the loader try the current directory, and a library planted there would be
+// loaded into the profiler. Here the planted one is not even a library: loading it would fail.
+TEST(OndemandCli, TheBinaryIgnoresLibrariesInTheDirectoryItRunsFrom) {
+  const testing::TempDir dir;
+  for (const char* name : {"libstdc++.so.6", "libfmt.so.9", "libz.so.1", "libopscope.so.0.1"}) {
+    std::ofstream(dir.path() / name) << "not a library\n";
+  }
+  const auto [code, output] =
+      shell("cd '" + dir.path().string() + "' && " + std::string(OPSCOPE_CLI) + " --version");
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_NE(output.find(std::string("opscope ") + opscope::version()), std::string::npos) << output;
+}
+
 TEST(OndemandCli, SaysWhyNothingMatched) {
   ondemand::DaemonOptions o;
   o.ipc_name = "opscope-test-cli-empty-" + std::to_string(::getpid());
