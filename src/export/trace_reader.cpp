@@ -145,7 +145,18 @@ struct Id {
   bool operator<(const Id& o) const {
     return number != o.number ? number < o.number : text < o.text;
   }
+  bool operator==(const Id& o) const { return number == o.number && text == o.text; }
 };
+
+// The index of `value` in `list`, appended when it is not there: for the few names a trace
+// has of a kind (categories, flow categories), where a search beats a hash map.
+template <typename T, typename V>
+std::size_t index_in(std::vector<T>& list, const V& value) {
+  std::size_t i = 0;
+  while (i < list.size() && list[i] != value) ++i;
+  if (i == list.size()) list.emplace_back(value);
+  return i;
+}
 
 // How the text is read (read_streaming): in chunks of at most kChunkBytes, its events array
 // parsed in pieces of about kPieceBytes, into buffers kept from piece to piece; the memory a
@@ -536,10 +547,7 @@ class EventReader : public TextWalker {
   // The piece's index of the thread (pid, tid), added the first time it is named.
   std::int32_t thread_index(const Id& pid, const Id& tid) {
     std::vector<Piece::Thread>& threads = piece_->threads;
-    const auto same = [&](const Piece::Thread& t) {
-      return t.tid.number == tid.number && t.pid.number == pid.number && t.tid.text == tid.text &&
-             t.pid.text == pid.text;
-    };
+    const auto same = [&](const Piece::Thread& t) { return t.tid == tid && t.pid == pid; };
     if (last_thread_ < threads.size() && same(threads[last_thread_])) {
       return static_cast<std::int32_t>(last_thread_);
     }
@@ -572,10 +580,7 @@ class EventReader : public TextWalker {
 
   // A category for Event::category as the piece holds it: 1 + its index in the piece's.
   std::uint16_t category(std::string_view cat) {
-    std::vector<std::string_view>& cats = piece_->categories;
-    std::size_t i = 0;
-    while (i < cats.size() && cats[i] != cat) ++i;
-    if (i == cats.size()) cats.push_back(cat);
+    const std::size_t i = index_in(piece_->categories, cat);
     return static_cast<std::uint16_t>(std::min<std::size_t>(i + 1, UINT16_MAX));
   }
   // 0 when the kind and scope imply the category.
@@ -862,10 +867,7 @@ class EventReader : public TextWalker {
     const std::int64_t key =
         id.text.empty() ? id.number : static_cast<std::int64_t>(std::hash<std::string>{}(id.text));
     // The category as an index into the piece's (a trace has a handful: "ac2g", "fwdbwd").
-    std::vector<std::string_view>& cats = piece_->flow_categories;
-    std::uint32_t category = 0;
-    while (category < cats.size() && cats[category] != cat) ++category;
-    if (category == cats.size()) cats.push_back(cat);
+    const auto category = static_cast<std::uint32_t>(index_in(piece_->flow_categories, cat));
     piece_->flow_ends.push_back({key, ts, category, thread, ph});
   }
 
@@ -933,10 +935,7 @@ class Reader : public TextWalker {
     }
     flow_category_map_.clear();
     for (std::string_view c : p.flow_categories) {
-      std::uint32_t category = 0;
-      while (category < flow_categories_.size() && flow_categories_[category] != c) ++category;
-      if (category == flow_categories_.size()) flow_categories_.emplace_back(c);
-      flow_category_map_.push_back(category);
+      flow_category_map_.push_back(static_cast<std::uint32_t>(index_in(flow_categories_, c)));
     }
     for (const Piece::FlowEnd& f : p.flow_ends) {
       flow_ends_.push_back({f.id, f.ts, flow_category_map_[f.category],

@@ -324,6 +324,9 @@ void sort_and_nest(std::vector<Event>& events, bool grouped, std::int32_t max_th
   }
 
   std::vector<std::uint32_t> order(n);  // position p takes the event now at order[p]
+  const auto earlier = [&](std::uint32_t a, std::uint32_t b) {
+    return before(events[a], events[b]);
+  };
   // Events with their threads interleaved (an importer's: Kineto writes a trace's events by
   // kind and time, not thread by thread) are first grouped by thread with a counting sort,
   // which keeps their order within each thread; a thread's events that come as a few long
@@ -336,15 +339,11 @@ void sort_and_nest(std::vector<Event>& events, bool grouped, std::int32_t max_th
     for (std::size_t i = 0; i < n; ++i) {
       order[start[static_cast<std::size_t>(events[i].thread)]++] = static_cast<std::uint32_t>(i);
     }
-    merge_long_runs(events, order,
-                    [&](std::uint32_t a, std::uint32_t b) { return before(events[a], events[b]); });
+    merge_long_runs(events, order, earlier);
     first_out_of_order = 1;
   } else {
     for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
   }
-  const auto earlier = [&](std::uint32_t a, std::uint32_t b) {
-    return before(events[a], events[b]);
-  };
   const std::size_t budget = 8 * n + 1024;  // index moves before giving up on insertion
   std::size_t moved = 0;
   for (std::size_t i = first_out_of_order; i < n; ++i) {
