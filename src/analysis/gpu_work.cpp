@@ -27,7 +27,11 @@ std::int64_t correlation_of(const ProfilerResult& r, const Event& e) {
 
 bool is_profiler_step(std::string_view name) {
   constexpr std::string_view kPrefix = "ProfilerStep#";
-  if (name.substr(0, kPrefix.size()) != kPrefix || name.size() == kPrefix.size()) return false;
+  // The first letter first: every event's name is asked, and few start with a 'P'.
+  if (name.size() <= kPrefix.size() || name[0] != 'P' ||
+      name.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return false;
+  }
   return name[kPrefix.size()] >= '0' && name[kPrefix.size()] <= '9';
 }
 
@@ -52,33 +56,46 @@ bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks
 
 namespace {
 
-// The start of the last profiler step on the CPU side, and the sorted correlations of the CPU
-// events before it; nullopt-like `any_step` false when the rank has no step (it then keeps
-// nothing, as in HTA).
+// The start of the last profiler step on the CPU side, and the correlations of the CPU events
+// before it; `any_step` false when the rank has no step (it then keeps nothing, as in HTA).
 struct StepCut {
   bool any_step = false;
   std::int64_t last_step = std::numeric_limits<std::int64_t>::min();
-  std::vector<std::int64_t> launched;
+  std::vector<std::int64_t> launched;  // sorted; the correlations only (the runtime calls')
+  // Whether some CPU event before the cut has no correlation: it matches the GPU events
+  // without one (HTA's inner merge on the column, whose missing value is -1). Kept apart so
+  // that the CPU ops, most of the events, are not sorted with the launches.
+  bool uncorrelated = false;
+
+  bool launched_before(std::int64_t correlation) const {
+    return correlation < 0 ? uncorrelated
+                           : std::binary_search(launched.begin(), launched.end(), correlation);
+  }
 };
 
 StepCut step_cut(const ProfilerResult& r) {
   StepCut cut;
   const std::vector<Event>& events = r.events();
   for (const Event& e : events) {
-    if (stream_of(r, e) < 0 && is_profiler_step(e.name)) {
+    if (is_profiler_step(e.name) && stream_of(r, e) < 0) {
       cut.last_step = std::max(cut.last_step, e.start_ns);
       cut.any_step = true;
     }
   }
   if (!cut.any_step) return cut;
   for (const Event& e : events) {
-    if (stream_of(r, e) >= 0 || e.start_ns >= cut.last_step) continue;
-    // A CPU event without a correlation matches GPU events without one (HTA's inner merge on
-    // the column, whose missing value is -1).
+    if (e.start_ns >= cut.last_step || stream_of(r, e) >= 0) continue;
     const std::int64_t c = correlation_of(r, e);
-    cut.launched.push_back(c >= 0 ? c : -1);
+    if (c >= 0) {
+      cut.launched.push_back(c);
+    } else {
+      cut.uncorrelated = true;
+    }
   }
-  std::sort(cut.launched.begin(), cut.launched.end());
+  // A thread launches in correlation order; a trace with one launching thread needs no sort.
+  if (!std::is_sorted(cut.launched.begin(), cut.launched.end())) {
+    std::sort(cut.launched.begin(), cut.launched.end());
+  }
   return cut;
 }
 
@@ -104,8 +121,7 @@ std::vector<std::int32_t> kept_events(const ProfilerResult& r, bool drop_last, b
     if (drop_last) {
       if (!gpu) {
         if (e.start_ns >= cut.last_step) continue;
-      } else if (!std::binary_search(cut.launched.begin(), cut.launched.end(),
-                                     correlation_of(r, e))) {
+      } else if (!cut.launched_before(correlation_of(r, e))) {
         continue;
       }
     }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,22 @@ std::vector<std::int32_t> analyzed_gpu_events(const ProfilerResult& r, bool drop
 // `drop_last`: CPU events that start before the last profiler step, and the GPU work they
 // launched; everything when not `drop_last`.
 std::vector<std::int32_t> analyzed_events(const ProfilerResult& r, bool drop_last);
+
+// kernel_type() (opscope/trace_analysis.h) of the names of one result's events, each name
+// classified once: remembered by where its text lies, since a read trace keeps each distinct
+// name once and a rank's thousands of kernels have a few hundred names. A name seen at another
+// address is classified again, which only costs time.
+class KernelTypes {
+ public:
+  std::string_view operator()(std::string_view name) {
+    const auto [it, added] = seen_.try_emplace(name.data(), name.size(), std::string_view());
+    if (added || it->second.first != name.size()) it->second = {name.size(), kernel_type(name)};
+    return it->second.second;
+  }
+
+ private:
+  std::unordered_map<const char*, std::pair<std::size_t, std::string_view>> seen_;
+};
 
 struct Interval {
   std::int64_t start;

@@ -91,6 +91,7 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
     const ProfilerResult& r = *ranks[i];
     std::vector<Interval> all;
     std::vector<Interval> compute;
+    internal::KernelTypes kernel_type;
     for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
       const Event& e = r.events()[static_cast<std::size_t>(index)];
       all.push_back({e.start_ns, e.end_ns});
@@ -126,6 +127,7 @@ Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> 
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     std::vector<Interval> comm, comp;
+    internal::KernelTypes kernel_type;
     for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
       const Event& e = r.events()[static_cast<std::size_t>(index)];
       const std::string_view type = kernel_type(e.name);
@@ -255,6 +257,7 @@ std::vector<Report> gpu_kernel_breakdown(
     const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     std::vector<Interval> of_type[3];
     std::vector<std::vector<std::pair<std::string_view, double>>> durations(3);
+    internal::KernelTypes kernel_type;
     for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
       const Event& e = r.events()[static_cast<std::size_t>(index)];
       const std::string_view type = kernel_type(e.name);

@@ -140,6 +140,49 @@ TEST(AnalyzeAgainstHta, TritonCpuOpsAreNotGpuWork) {
       << "HTA no longer counts CPU ops with a stream arg as GPU work: compare them instead";
 }
 
+// HTA's last-step cut, on a trace made to test it: GPU work counts when the CPU event that
+// launched it (same correlation) started before the last ProfilerStep, and GPU work without a
+// correlation counts when some CPU event without one did. Two threads launch, their
+// correlations interleaved, so the launches are not in correlation order in the model.
+TEST(AnalyzeCli, LastStepCutKeepsWhatWasLaunchedBeforeIt) {
+  const std::string path = scratch("last_step_cut.json");
+  const auto op = [](const char* name, int tid, int ts, int dur) {
+    return std::string(R"({"ph":"X","cat":"user_annotation","name":")") + name +
+           R"(","pid":1,"tid":)" + std::to_string(tid) + R"(,"ts":)" + std::to_string(ts) +
+           R"(,"dur":)" + std::to_string(dur) + "}";
+  };
+  const auto launch = [](int tid, int ts, int correlation) {
+    return R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":)" +
+           std::to_string(tid) + R"(,"ts":)" + std::to_string(ts) +
+           R"(,"dur":2,"args":{"correlation":)" + std::to_string(correlation) + "}}";
+  };
+  const auto kernel = [](int ts, int dur, int correlation) {
+    std::string args = R"("stream":7,"device":0)";
+    if (correlation >= 0) args += R"(,"correlation":)" + std::to_string(correlation);
+    return R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":)" + std::to_string(ts) +
+           R"(,"dur":)" + std::to_string(dur) + R"(,"args":{)" + args + "}}";
+  };
+  std::ofstream(path) << "{\"traceEvents\":[" << op("ProfilerStep#1", 10, 0, 100) << ","
+                      << op("ProfilerStep#2", 10, 100, 100) << "," << launch(11, 10, 6) << ","
+                      << launch(11, 20, 8) << "," << launch(12, 15, 7) << "," << launch(12, 150, 9)
+                      << "," << kernel(30, 10, 6) << "," << kernel(40, 10, 7) << ","
+                      << kernel(60, 20, 8) << "," << kernel(90, 5, -1) << "," << kernel(160, 30, 9)
+                      << "]}";
+  const std::vector<std::string> paths{path};
+  const auto ranks = read_traces(paths);
+  const Report got = temporal_breakdown(ranks);
+  ASSERT_EQ(got.rows.size(), 1u);
+  // Kept: [30, 50), [60, 80), [90, 95) (correlations 6, 7, 8 and the one without); the kernel
+  // launched at 150, after the last step began at 100, is left out.
+  const auto cell = [&](const char* column) {
+    const auto at = std::find(got.columns.begin(), got.columns.end(), column);
+    return std::get<double>(got.rows[0][static_cast<std::size_t>(at - got.columns.begin())]);
+  };
+  EXPECT_DOUBLE_EQ(cell("kernel_time(us)"), 65.0);
+  EXPECT_DOUBLE_EQ(cell("idle_time(us)"), 20.0);
+  EXPECT_DOUBLE_EQ(cell("compute_time(us)"), 45.0);
+}
+
 // A trace without GPU work (HTA raises IndexError) gives zeros, under the trace's own rank.
 TEST(AnalyzeCli, TraceWithoutKernelsGivesZeros) {
   const std::string dir = kPeers + "/kineto-traces/cpu_only";
