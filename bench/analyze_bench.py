@@ -6,7 +6,9 @@
 
 Issue 19's targets, each measured here side by side:
   1. a .json.gz trace: load + report in at most 2 x the time `zcat` takes to inflate it;
-  2. the same trace uncompressed: at least 100 x faster than HTA;
+  2. the same trace uncompressed: at least 100 x faster than HTA; beside it the floor of any
+     reader of that file with simdjson, bench/trace_walk_floor (every field walked, nothing
+     kept, one core);
   3. at least 300 MB/s of uncompressed JSON per core, end to end, and ranks read in parallel;
   4. peak memory below the uncompressed size of the trace, for a generated trace of
      --big-gb GB (0 skips it: writing it takes a minute and the disk space).
@@ -86,7 +88,9 @@ def main():
     p.add_argument("--keep", help="keep the generated traces in this directory")
     a = p.parse_args()
     opscope = os.path.join(a.build, "tools/opscope")
-    for path, what in ((opscope, "the opscope binary (build it first)"), (TRACE, "the trace"),
+    floor = os.path.join(a.build, "bench/trace_walk_floor")
+    for path, what in ((opscope, "the opscope binary (build it first)"),
+                       (floor, "bench/trace_walk_floor (build it first)"), (TRACE, "the trace"),
                        (HTA, "Holistic Trace Analysis")):
         if not os.path.exists(path):
             raise SystemExit(f"no {what} at {path}")
@@ -122,11 +126,13 @@ def main():
     t_json, peak_json, _ = timed(analyze + [json_file], a.runs)
     # The same on one thread (--threads 1): what the second core's parsing gives.
     t_json1, _, _ = timed(analyze + ["--threads", "1", json_file], a.runs)
+    # The floor under both: a bare simdjson walk of every field, nothing kept, one core.
+    t_floor, _, _ = timed([floor, json_file], a.runs)
     hta_gz, _, out_gz = timed([sys.executable, "-c", HTA_PROGRAM, HTA, gz_dir], a.hta_runs)
     hta_json, _, out_json = timed([sys.executable, "-c", HTA_PROGRAM, HTA, json_dir], a.hta_runs)
     inner = lambda outs: statistics.median(float(o.split()[1]) for o in outs)  # noqa: E731
     results.update(zcat_s=t_zcat, opscope_gz_s=t_gz, opscope_json_s=t_json,
-                   opscope_json_one_thread_s=t_json1, hta_gz_s=hta_gz,
+                   opscope_json_one_thread_s=t_json1, walk_floor_s=t_floor, hta_gz_s=hta_gz,
                    hta_json_s=hta_json, hta_gz_inner_s=inner(out_gz),
                    hta_json_inner_s=inner(out_json))
 
@@ -177,6 +183,9 @@ def main():
         ("HTA, .json", f"{hta_json * 1e3:.0f} ms (its load + report alone "
                        f"{results['hta_json_inner_s'] * 1e3:.0f} ms) = "
                        f"{hta_json / t_json:.0f} x opscope (target >= 100)"),
+        ("floor, .json", f"{t_floor * 1e3:.1f} ms = HTA / {hta_json / t_floor:.0f}: "
+                         "bench/trace_walk_floor, a bare simdjson walk of every field on one "
+                         "core, nothing kept"),
         ("one rank, larger", f"{mb(big_bytes):.0f} MB in {t_big * 1e3:.0f} ms on one thread "
                              f"(--threads 1) = {mb(big_bytes) / t_big:.0f} MB/s on one core "
                              f"(target >= 300), peak {mb(peak_big):.0f} MB; two threads "
