@@ -60,12 +60,24 @@ bool is_valid_json(std::string_view text, std::string* error = nullptr);
 // beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
 
+// What a read keeps of a trace: everything by default. A caller that knows what it will ask of
+// the model (`opscope analyze`, for the reports it was given: ReportKind says what each reads)
+// may leave out what nothing will read, which takes less time and memory. What is left out is
+// skipped as the text is walked: JSON that is malformed only inside it is not noticed.
+struct TraceReadOptions {
+  // The args of CPU ranges (operators, user annotations): input shapes and types, External
+  // id, sequence numbers and the args no field holds. Their times, names and threads stay.
+  bool cpu_range_args = true;
+  // Flow events ("s", "t", "f": Kineto's launch and forward-backward arrows).
+  bool flows = true;
+};
+
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
-// order given. Throws the error of the first path (in that order) that could not be read. A
-// trace gets a second thread (inflating gzip, or parsing a plain text of 1 MiB or more) only
-// when there are fewer paths than `threads`.
-std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
-                                                               unsigned threads = 0);
+// order given, keeping what `options` says. Throws the error of the first path (in that order)
+// that could not be read. A trace gets a second thread (inflating gzip, or parsing a plain
+// text of 1 MiB or more) only when there are fewer paths than `threads`.
+std::vector<std::shared_ptr<const ProfilerResult>> read_traces(
+    std::span<const std::string> paths, unsigned threads = 0, const TraceReadOptions& options = {});
 
 // HTA's generate_trace_with_counters (opscope/trace_analysis.h has the series), for every
 // rank: writes trace_paths[i] (the file

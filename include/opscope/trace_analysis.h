@@ -228,6 +228,12 @@ struct ReportKind {
   std::string_view name;     // "temporal", ...
   std::string_view hta;      // the HTA method it answers like
   std::string_view summary;  // one line for --help
+  // What the report reads beyond every event's name, kind, times and thread and the args of
+  // GPU work and runtime calls: a trace read for it alone may leave the rest out
+  // (TraceReadOptions in opscope/export.h; tests/unit/analyze_test.cpp checks each report the
+  // same either way).
+  bool reads_cpu_range_args = false;  // input shapes, External id, ... of operators
+  bool reads_flows = false;           // flow events
 };
 std::span<const ReportKind> report_kinds();
 

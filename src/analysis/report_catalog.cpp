@@ -62,7 +62,8 @@ const Entry kEntries[] = {
     {{"ops", "key_averages().table()",
       "the operator table, per rank: operators and runtime calls (CPU time), GPU work (CUDA "
       "time), an operator's CUDA time being the work launched in it, and the bytes of the "
-      "trace's [memory] events in it (CPU and CUDA, with its children's and without)"},
+      "trace's [memory] events in it (CPU and CUDA, with its children's and without)",
+      /*reads_cpu_range_args=*/true},
      one<operator_report>},
 };
 

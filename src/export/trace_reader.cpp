@@ -375,7 +375,8 @@ struct Piece {
 // scratch space). It touches nothing shared, so two of them read two pieces at once.
 class EventReader : public TextWalker {
  public:
-  explicit EventReader(const std::string& path) : TextWalker(path) {}
+  EventReader(const std::string& path, const TraceReadOptions& options)
+      : TextWalker(path), options_(options) {}
 
   // The events of the array `events` (walked in the text of place()), into `piece`; every
   // `flush_every` events (0: never) `flush(piece)` is called, which joins them to the model
@@ -449,6 +450,8 @@ class EventReader : public TextWalker {
       const auto is = [&](const char* name) { return key.unsafe_is_equal(name); };
       if (k[0] == 'p' && is("ph")) {
         check(v.get_string().get(ph), "\"ph\" as a string");
+        // A flow left out is left as soon as its phase is known (the walk skips the rest).
+        if (!options_.flows && is_flow_phase(ph)) return;
       } else if (k[0] == 'c' && is("cat")) {
         check(v.get_string().get(cat), "\"cat\" as a string");
       } else if (k[0] == 'n' && is("name")) {
@@ -480,9 +483,10 @@ class EventReader : public TextWalker {
             fail("expected \"args\" to be an object" + at_event());
           }
           kind = kind_of(cat, scope);
+          args_read = true;
+          if (kind == EventKind::kRange && !options_.cpu_range_args) continue;
           reset_gpu(pre_detail);
           args_any = read_args_object(o, pre, pre_detail, kind != EventKind::kRange);
-          args_read = true;
         } else {
           args_raw = raw_of(v, "\"args\"");
         }
@@ -501,8 +505,10 @@ class EventReader : public TextWalker {
         if (!has_ts) fail("a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
         if (!args_read) {
           kind = kind_of(cat, scope);
-          reset_gpu(pre_detail);
-          args_any = read_args(args_raw, pre, pre_detail, kind != EventKind::kRange);
+          if (kind != EventKind::kRange || options_.cpu_range_args) {
+            reset_gpu(pre_detail);
+            args_any = read_args(args_raw, pre, pre_detail, kind != EventKind::kRange);
+          }
         }
         add_complete(cat, kind, scope, name, pid, tid, ts,
                      has_dur ? std::max<std::int64_t>(dur, 0) : 0, pre, pre_detail, args_any);
@@ -518,7 +524,7 @@ class EventReader : public TextWalker {
       case 's':
       case 'f':
       case 't':
-        if (!has_ts || !has_id) return;
+        if (!has_ts || !has_id || !options_.flows) return;
         add_flow_end(ph[0], cat, id, thread_index(pid, tid), ts);
         return;
       default:
@@ -871,6 +877,11 @@ class EventReader : public TextWalker {
     piece_->flow_ends.push_back({key, ts, category, thread, ph});
   }
 
+  static bool is_flow_phase(std::string_view ph) {
+    return ph.size() == 1 && (ph[0] == 's' || ph[0] == 'f' || ph[0] == 't');
+  }
+
+  TraceReadOptions options_;
   Piece* piece_ = nullptr;
   std::size_t last_thread_ = 0;  // thread_index()'s last answer, tried first
   od::parser args_parser_;
@@ -882,8 +893,12 @@ class EventReader : public TextWalker {
 class Reader : public TextWalker {
  public:
   // `text_size`: the size of the trace's text, to make room for its events up front.
-  Reader(std::string path, simdjson::padded_string json, std::int64_t text_size)
-      : TextWalker(std::move(path)), json_(std::move(json)), events_(path_) {
+  Reader(std::string path, simdjson::padded_string json, std::int64_t text_size,
+         const TraceReadOptions& options)
+      : TextWalker(std::move(path)),
+        json_(std::move(json)),
+        options_(options),
+        events_(path_, options) {
     // Room for the events up front, so that the growing vectors are not copied as they grow (a
     // copy of the details is briefly twice their memory). Kineto writes 250 to 500 bytes an
     // event; room that is never written takes address space, not memory.
@@ -1197,6 +1212,7 @@ class Reader : public TextWalker {
   }
 
   simdjson::padded_string json_;  // the whole text, or its top-level keys when streamed
+  TraceReadOptions options_;      // what the read keeps (the piece readers' too)
   EventReader events_;            // the events read on this thread
   ProfilerResult::Builder builder_;
   std::map<std::pair<std::int64_t, Id>, std::int32_t> thread_of_;
@@ -1539,8 +1555,8 @@ class StreamSplitter {
 // read) until it is joined, so at most kSlots pieces are held.
 class PieceQueue {
  public:
-  PieceQueue(const std::string& path, bool helper)
-      : slots_(helper ? kSlots : 1), reader_(path), helper_reader_(path) {
+  PieceQueue(const std::string& path, bool helper, const TraceReadOptions& options)
+      : slots_(helper ? kSlots : 1), reader_(path, options), helper_reader_(path, options) {
     for (auto& s : slots_) s = std::make_unique<Slot>();
     if (helper) helper_ = std::thread([this] { help(); });
   }
@@ -1671,7 +1687,7 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
   const auto merge = [this](Piece& p) { this->merge(p); };
   {
     // A text inflated on a thread of its own has its spare core taken.
-    PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead());
+    PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead(), options_);
     const auto on_events = [&](std::string& text, std::size_t json_size, std::int64_t offset) {
       pieces.add(text, json_size, offset, merge);
     };
@@ -1705,41 +1721,45 @@ std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
 
 namespace internal {
 
-std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core) {
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core,
+                                                 const TraceReadOptions& options) {
   try {
     // The spare core inflates a gzip text, or parses half the pieces of a plain one that is
     // long enough to repay starting a thread.
     return read_trace_streaming(path, kPieceBytes, kChunkBytes, spare_core,
-                                spare_core && trace_text_size(path) >= kHelperFrom);
+                                spare_core && trace_text_size(path) >= kHelperFrom, options);
   } catch (const Error&) {
     // A piece of the text names a malformed event by the byte it starts at; the strict parser
     // over the whole text names the very byte. Worth a second read while the text is small
     // enough to hold whole.
     if (trace_text_size(path) > kInflateWholeUpTo) throw;
   }
-  return read_trace_whole(path);
+  return read_trace_whole(path, options);
 }
 
 std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
                                                            std::size_t batch_bytes,
                                                            std::size_t chunk_bytes,
-                                                           bool inflate_ahead, bool parse_helper) {
-  Reader reader(path, simdjson::padded_string(), trace_text_size(path));
+                                                           bool inflate_ahead, bool parse_helper,
+                                                           const TraceReadOptions& options) {
+  Reader reader(path, simdjson::padded_string(), trace_text_size(path), options);
   return reader.read_streaming(std::max<std::size_t>(batch_bytes, 1),
                                std::max<std::size_t>(chunk_bytes, 1), inflate_ahead, parse_helper);
 }
 
-std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path) {
+std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path,
+                                                       const TraceReadOptions& options) {
   simdjson::padded_string text = load_trace_text(path);
   const auto size = static_cast<std::int64_t>(text.size());
-  Reader reader(path, std::move(text), size);
+  Reader reader(path, std::move(text), size, options);
   return reader.read();
 }
 
 }  // namespace internal
 
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
-                                                               unsigned threads) {
+                                                               unsigned threads,
+                                                               const TraceReadOptions& options) {
   std::vector<std::shared_ptr<const ProfilerResult>> out(paths.size());
   std::vector<std::exception_ptr> errors(paths.size());
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -1752,7 +1772,7 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
   const auto work = [&] {
     for (std::size_t i = next++; i < paths.size(); i = next++) {
       try {
-        out[i] = internal::read_trace(paths[i], spare_core);
+        out[i] = internal::read_trace(paths[i], spare_core, options);
       } catch (...) {
         errors[i] = std::current_exception();
       }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "opscope/export.h"
 #include "opscope/result.h"
 
 namespace opscope::internal {
@@ -68,19 +69,19 @@ class TextChunks {
 // for both; the tests take sizes down to a byte, to cut everywhere). With `parse_helper`, and
 // unless a thread inflates the text ahead, a second thread parses pieces beside this one; the
 // result is the same.
-std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& path,
-                                                           std::size_t batch_bytes,
-                                                           std::size_t chunk_bytes,
-                                                           bool inflate_ahead = false,
-                                                           bool parse_helper = false);
+std::shared_ptr<const ProfilerResult> read_trace_streaming(
+    const std::string& path, std::size_t batch_bytes, std::size_t chunk_bytes,
+    bool inflate_ahead = false, bool parse_helper = false, const TraceReadOptions& options = {});
 
 // read_trace(), with a spare core (`spare_core`) gzip inflated on a thread of its own (TextChunks)
 // or the pieces of a plain text of 1 MiB or more parsed on two threads (PieceQueue).
-std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core);
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core,
+                                                 const TraceReadOptions& options = {});
 
 // read_trace() of the text held whole: what read_trace() falls back on to name the byte where a
 // text is malformed (a piece of it names the event).
-std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path);
+std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path,
+                                                       const TraceReadOptions& options = {});
 
 // A value's JSON text as written (an object or array whole), without the whitespace around it
 // (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the

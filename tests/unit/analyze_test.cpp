@@ -183,6 +183,38 @@ TEST(AnalyzeCli, LastStepCutKeepsWhatWasLaunchedBeforeIt) {
   EXPECT_DOUBLE_EQ(cell("compute_time(us)"), 45.0);
 }
 
+// Each report is the same from a read that keeps only what its ReportKind says it reads (what
+// `opscope analyze` reads for it) as from a whole read, on the real traces: a report that reads
+// something more without saying so fails here.
+TEST(AnalyzeCli, EachReportIsTheSameFromWhatItReads) {
+  const std::vector<std::string> dirs = {"trace_filter",          "amd_trace", "nccl_parser_config",
+                                         "critical_path/alexnet", "cpu_only",  "triton_example"};
+  int compared = 0;
+  for (const std::string& d : dirs) {
+    const fs::path dir = kPeers + "/kineto-traces/" + d;
+    if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+    std::vector<std::string> paths;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string p = entry.path().string();
+      if (p.ends_with(".json") || p.ends_with(".json.gz")) paths.push_back(p);
+    }
+    std::sort(paths.begin(), paths.end());
+    const auto whole = read_traces(paths);
+    for (const ReportKind& kind : report_kinds()) {
+      SCOPED_TRACE(d + ", " + std::string(kind.name));
+      TraceReadOptions read;
+      read.cpu_range_args = kind.reads_cpu_range_args;
+      read.flows = kind.reads_flows;
+      const auto part = read_traces(paths, 0, read);
+      const std::string want =
+          format_reports(run_report(kind.name, whole, {}), ReportFormat::kJson);
+      EXPECT_EQ(format_reports(run_report(kind.name, part, {}), ReportFormat::kJson), want);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(dirs.size() * report_kinds().size()));
+}
+
 // A trace without GPU work (HTA raises IndexError) gives zeros, under the trace's own rank.
 TEST(AnalyzeCli, TraceWithoutKernelsGivesZeros) {
   const std::string dir = kPeers + "/kineto-traces/cpu_only";

@@ -150,6 +150,66 @@ TEST(TraceReader, EverySharedTraceReadsAndRoundTrips) {
   EXPECT_GE(read, 15);
 }
 
+// A read told to leave out the CPU ranges' args and the flows (TraceReadOptions) leaves out
+// exactly those, on two threads or one, streamed or whole: every event is there with its name,
+// kind, category, times and thread, and GPU work and runtime calls keep their args.
+TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
+  const std::string path = peers("kineto-traces/nccl_parser_config/nccl_data.json.gz");
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path;
+  const std::string plain = write_file("nccl_plain.json", gunzip(path));
+  const std::vector<std::string> paths{plain};
+  const auto whole = read_traces(paths, 1);
+  TraceReadOptions less;
+  less.cpu_range_args = false;
+  less.flows = false;
+  const auto count_args = [](const ProfilerResult& r) {
+    std::size_t ranges_with_args = 0, others_with_args = 0;
+    for (const Event& e : r.events()) {
+      const bool has = !r.other_args(e).empty() || e.handle != 0 || e.sequence_nr >= 0;
+      (e.kind == EventKind::kRange ? ranges_with_args : others_with_args) += has ? 1 : 0;
+    }
+    return std::pair(ranges_with_args, others_with_args);
+  };
+  ASSERT_FALSE(whole[0]->flows().empty());
+  ASSERT_GT(count_args(*whole[0]).first, 1000u);
+  using Row = std::tuple<std::string, int, std::string, std::int64_t, std::int64_t, std::int32_t,
+                         std::string, std::int64_t>;
+  const auto rows = [](const ProfilerResult& r, bool cpu_args) {
+    std::vector<Row> v;
+    for (const Event& e : r.events()) {
+      const bool range = e.kind == EventKind::kRange;
+      const EventDetail* d = r.detail(e);
+      v.emplace_back(std::string(e.name), static_cast<int>(e.kind), std::string(r.category(e)),
+                     e.start_ns, e.end_ns, e.thread,
+                     range && !cpu_args ? std::string() : std::string(r.other_args(e)),
+                     d != nullptr ? d->gpu.correlation : -1);
+    }
+    return v;
+  };
+  for (const unsigned threads : {1u, 2u}) {
+    SCOPED_TRACE(threads);
+    const auto part = read_traces(paths, threads, less);
+    EXPECT_TRUE(part[0]->flows().empty());
+    EXPECT_EQ(count_args(*part[0]).first, 0u);
+    EXPECT_EQ(count_args(*part[0]).second, count_args(*whole[0]).second);
+    EXPECT_EQ(rows(*part[0], false), rows(*whole[0], false));
+  }
+  const auto whole_text = internal::read_trace_whole(plain, less);
+  EXPECT_TRUE(whole_text->flows().empty());
+  EXPECT_EQ(rows(*whole_text, false), rows(*whole[0], false));
+  // Each option alone.
+  TraceReadOptions no_flows;
+  no_flows.flows = false;
+  const auto flowless = read_traces(paths, 2, no_flows);
+  EXPECT_TRUE(flowless[0]->flows().empty());
+  EXPECT_EQ(rows(*flowless[0], true), rows(*whole[0], true));
+  TraceReadOptions no_args;
+  no_args.cpu_range_args = false;
+  const auto argless = read_traces(paths, 2, no_args);
+  EXPECT_EQ(argless[0]->flows().size(), whole[0]->flows().size());
+  EXPECT_EQ(count_args(*argless[0]).first, 0u);
+}
+
 // Kineto writes microseconds with a nanosecond fraction, more digits than a double holds;
 // ids come as integers or strings; processes may be named with text.
 TEST(TraceReader, KeepsNanosecondsAndTakesIdsAsStringsOrIntegers) {
