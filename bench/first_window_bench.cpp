@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,32 @@ double cpu_per_iteration(int threads, Body body) {
   for (int t = 0; t < threads; ++t) pool.emplace_back(body);
   for (auto& t : pool) t.join();
   return (process_cpu_ns() - before) / static_cast<double>(kRangesPerThread * threads);
+}
+
+// The floor of any range: two counter reads per iteration, process CPU per iteration.
+double two_tsc_reads_per_iteration(int threads) {
+  return cpu_per_iteration(threads, [] {
+    for (std::int64_t i = 0; i < kRangesPerThread; ++i) {
+      benchmark::DoNotOptimize(opscope::internal::ticks());
+      benchmark::DoNotOptimize(opscope::internal::ticks());
+    }
+  });
+}
+
+// Runs `measure` in a fresh child for each iteration of `state` and returns what the last one
+// measured, or nullopt (the benchmark marked failed) when a child failed.
+template <typename Measure>
+auto measured_in_children(benchmark::State& state, Measure measure)
+    -> std::optional<decltype(measure())> {
+  std::optional<decltype(measure())> last;
+  for (auto _ : state) {
+    last = in_fresh_process(measure);
+    if (!last) {
+      state.SkipWithError("the measuring child failed");
+      return std::nullopt;
+    }
+  }
+  return last;
 }
 
 void record_ranges() {
@@ -88,12 +115,7 @@ struct ChildFigures {
 
 ChildFigures measure_in_child(int threads) {
   ChildFigures f{};
-  f.floor_ns = cpu_per_iteration(threads, [] {
-    for (std::int64_t i = 0; i < kRangesPerThread; ++i) {
-      benchmark::DoNotOptimize(opscope::internal::ticks());
-      benchmark::DoNotOptimize(opscope::internal::ticks());
-    }
-  });
+  f.floor_ns = two_tsc_reads_per_iteration(threads);
   f.first_ns = window_cpu_per_range(threads);
   f.next_ns = window_cpu_per_range(threads);
   f.idle_pool_mib = static_cast<double>(opscope::collect::pooled_chunk_bytes()) / (1 << 20);
@@ -102,15 +124,9 @@ ChildFigures measure_in_child(int threads) {
 
 void BM_FirstWindowProcessCpu(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  ChildFigures f{};
-  for (auto _ : state) {
-    const auto got = in_fresh_process([threads] { return measure_in_child(threads); });
-    if (!got) {
-      state.SkipWithError("the measuring child failed");
-      return;
-    }
-    f = *got;
-  }
+  const auto got = measured_in_children(state, [threads] { return measure_in_child(threads); });
+  if (!got) return;
+  const ChildFigures& f = *got;
   state.counters["floor_ns"] = f.floor_ns;
   state.counters["first_ns"] = f.first_ns;
   state.counters["next_ns"] = f.next_ns;
@@ -188,12 +204,7 @@ struct FloorFigures {
 
 FloorFigures measure_fresh_floor_in_child(int threads) {
   FloorFigures f{};
-  f.floor_ns = cpu_per_iteration(threads, [] {
-    for (std::int64_t i = 0; i < kRangesPerThread; ++i) {
-      benchmark::DoNotOptimize(opscope::internal::ticks());
-      benchmark::DoNotOptimize(opscope::internal::ticks());
-    }
-  });
+  f.floor_ns = two_tsc_reads_per_iteration(threads);
   const double before = process_cpu_ns();
   FreshChunks chunks;  // its mapper starts here, as a refill thread starts with the window
   std::vector<std::thread> pool;
@@ -225,15 +236,10 @@ FloorFigures measure_fresh_floor_in_child(int threads) {
 
 void BM_FreshMemoryFloor(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  FloorFigures f{};
-  for (auto _ : state) {
-    const auto got = in_fresh_process([threads] { return measure_fresh_floor_in_child(threads); });
-    if (!got) {
-      state.SkipWithError("the measuring child failed");
-      return;
-    }
-    f = *got;
-  }
+  const auto got =
+      measured_in_children(state, [threads] { return measure_fresh_floor_in_child(threads); });
+  if (!got) return;
+  const FloorFigures& f = *got;
   state.counters["floor_ns"] = f.floor_ns;
   state.counters["fresh_ns"] = f.fresh_ns;
   state.counters["fresh_ratio"] = f.fresh_ns / f.floor_ns;
