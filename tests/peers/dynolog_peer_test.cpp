@@ -100,6 +100,18 @@ class DynologPeer : public ::testing::Test {
 
   std::string target_output(std::size_t i) const { return targets_.at(i)->output(); }
 
+  // Whether target i's output comes to hold `text` within `timeout`: a traced process logs what
+  // it did after doing it (the trace file is in place before "trace written to" is printed).
+  bool target_says(std::size_t i, const std::string& text,
+                   std::chrono::milliseconds timeout = 10s) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (target_output(i).find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
   // A trace file name of this test in /tmp (the directory a traced process writes to by default).
   std::string log_file(const std::string& name, const std::string& ext = ".json") const {
     return "/tmp/" + prefix_ + name + ext;
@@ -183,8 +195,7 @@ TEST_F(DynologPeer, DynoTracesAProcessThatOnlySetKinetoUseDaemon) {
   const auto names = range_names(trace);
   EXPECT_TRUE(has(names, "target::forward")) << trace.dump().substr(0, 2000);
   EXPECT_TRUE(has(names, "target::mm"));
-  EXPECT_NE(target_output(0).find("trace written to " + written(log, pid)), std::string::npos)
-      << target_output(0);
+  EXPECT_TRUE(target_says(0, "trace written to " + written(log, pid))) << target_output(0);
 }
 
 TEST_F(DynologPeer, IterationCaptureStartsOnTheRoundup) {
@@ -376,8 +387,7 @@ TEST_F(DynologPeer, OpscopeTraceSaysWhatDynologCannotTell) {
   EXPECT_NE(out.find("is outside /tmp"), std::string::npos) << out;
   EXPECT_NE(out.find("dynolog) does not tell"), std::string::npos) << out;
   // The process said why on its stderr.
-  EXPECT_NE(target_output(0).find("outside the allowed directory"), std::string::npos)
-      << target_output(0);
+  EXPECT_TRUE(target_says(0, "outside the allowed directory")) << target_output(0);
 }
 
 TEST_F(DynologPeer, DynoDrivesOpscopesDaemon) {
