@@ -235,21 +235,6 @@ void write_augmented(const std::vector<std::string>& files,
   }
 }
 
-// What the traces are read for: what the reports read (ReportKind), or everything when the
-// traces are written back (--augment).
-TraceReadOptions what_to_read(const AnalyzeArgs& a) {
-  TraceReadOptions read;
-  if (!a.augment.empty()) return read;
-  read.cpu_range_args = false;
-  read.flows = false;
-  for (const ReportKind& k : report_kinds()) {
-    if (std::find(a.reports.begin(), a.reports.end(), k.name) == a.reports.end()) continue;
-    read.cpu_range_args = read.cpu_range_args || k.reads_cpu_range_args;
-    read.flows = read.flows || k.reads_flows;
-  }
-  return read;
-}
-
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   // Two traces compared (HTA's TraceDiff) rather than reports on one: tools/analyze_diff.cpp.
   if (args.size() > 1 && args[1] == "diff") return run_analyze_diff(args, out, err);
@@ -258,8 +243,10 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   std::string text;
   try {
     const std::vector<std::string> files = trace_files(a.paths);
-    // The ranks in parallel, one per core by default, each keeping what the reports read.
-    ranks = read_traces(files, a.threads, what_to_read(a));
+    // The ranks in parallel, one per core by default, each keeping what the reports read, or
+    // everything when the traces are written back (--augment).
+    ranks = read_traces(files, a.threads,
+                        a.augment.empty() ? what_reports_read(a.reports) : TraceReadOptions{});
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (ranks[i]->rank() < 0) {
         err << "opscope analyze: " << files[i] << " has no distributedInfo.rank; using rank " << i

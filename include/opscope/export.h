@@ -79,6 +79,10 @@ struct TraceReadOptions {
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(
     std::span<const std::string> paths, unsigned threads = 0, const TraceReadOptions& options = {});
 
+// What a read must keep for the reports named `reports` (ReportKind::name, as run_report()
+// takes them; unknown names ask for nothing): what `opscope analyze` reads for its --report.
+TraceReadOptions what_reports_read(std::span<const std::string> reports);
+
 // HTA's generate_trace_with_counters (opscope/trace_analysis.h has the series), for every
 // rank: writes trace_paths[i] (the file
 // ranks[i] was read from) to out_paths[i] with the queue-length and copy-bandwidth time

@@ -51,6 +51,7 @@
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/result.h"
+#include "opscope/trace_analysis.h"
 
 namespace opscope {
 namespace {
@@ -447,14 +448,14 @@ class EventReader : public TextWalker {
       const simdjson::ondemand::raw_json_string key = f.key();
       od::value& v = f.value();
       const char* k = key.raw();
-      const auto is = [&](const char* name) { return key.unsafe_is_equal(name); };
-      if (k[0] == 'p' && is("ph")) {
+      const auto key_is = [&](const char* name) { return key.unsafe_is_equal(name); };
+      if (k[0] == 'p' && key_is("ph")) {
         check(v.get_string().get(ph), "\"ph\" as a string");
         // A flow left out is left as soon as its phase is known (the walk skips the rest).
         if (!options_.flows && is_flow_phase(ph)) return;
-      } else if (k[0] == 'c' && is("cat")) {
+      } else if (k[0] == 'c' && key_is("cat")) {
         check(v.get_string().get(cat), "\"cat\" as a string");
-      } else if (k[0] == 'n' && is("name")) {
+      } else if (k[0] == 'n' && key_is("name")) {
         od::json_type type = od::json_type::null;
         check(v.type().get(type), "a name");
         if (type == od::json_type::string) {
@@ -462,21 +463,21 @@ class EventReader : public TextWalker {
         } else {
           name = raw_of(v, "a name");
         }
-      } else if (k[0] == 'p' && is("pid")) {
+      } else if (k[0] == 'p' && key_is("pid")) {
         pid = read_id(v);
         if (!pid.text.empty()) note_text_pid(pid.text);
-      } else if (k[0] == 't' && is("tid")) {
+      } else if (k[0] == 't' && key_is("tid")) {
         tid = read_id(v);
-      } else if (k[0] == 't' && is("ts")) {
+      } else if (k[0] == 't' && key_is("ts")) {
         ts = read_micros(v, "ts");
         has_ts = true;
-      } else if (k[0] == 'd' && is("dur")) {
+      } else if (k[0] == 'd' && key_is("dur")) {
         dur = read_micros(v, "dur");
         has_dur = true;
-      } else if (k[0] == 'i' && is("id")) {
+      } else if (k[0] == 'i' && key_is("id")) {
         id = read_id(v);
         has_id = true;
-      } else if (k[0] == 'a' && is("args")) {
+      } else if (k[0] == 'a' && key_is("args")) {
         if (ph.size() == 1 && ph[0] == 'X' && !cat.empty()) {
           od::object o;
           if (v.get_object().get(o) != simdjson::SUCCESS) {
@@ -484,7 +485,7 @@ class EventReader : public TextWalker {
           }
           kind = kind_of(cat, scope);
           args_read = true;
-          if (kind == EventKind::kRange && !options_.cpu_range_args) continue;
+          if (!reads_args_of(kind)) continue;
           reset_gpu(pre_detail);
           args_any = read_args_object(o, pre, pre_detail, kind != EventKind::kRange);
         } else {
@@ -505,7 +506,7 @@ class EventReader : public TextWalker {
         if (!has_ts) fail("a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
         if (!args_read) {
           kind = kind_of(cat, scope);
-          if (kind != EventKind::kRange || options_.cpu_range_args) {
+          if (reads_args_of(kind)) {
             reset_gpu(pre_detail);
             args_any = read_args(args_raw, pre, pre_detail, kind != EventKind::kRange);
           }
@@ -877,6 +878,10 @@ class EventReader : public TextWalker {
     piece_->flow_ends.push_back({key, ts, category, thread, ph});
   }
 
+  // Whether the args of an event of `kind` are read (TraceReadOptions::cpu_range_args).
+  bool reads_args_of(EventKind kind) const {
+    return kind != EventKind::kRange || options_.cpu_range_args;
+  }
   static bool is_flow_phase(std::string_view ph) {
     return ph.size() == 1 && (ph[0] == 's' || ph[0] == 'f' || ph[0] == 't');
   }
@@ -1786,6 +1791,18 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
     if (e) std::rethrow_exception(e);
   }
   return out;
+}
+
+TraceReadOptions what_reports_read(std::span<const std::string> reports) {
+  TraceReadOptions read;
+  read.cpu_range_args = false;
+  read.flows = false;
+  for (const ReportKind& k : report_kinds()) {
+    if (std::find(reports.begin(), reports.end(), k.name) == reports.end()) continue;
+    read.cpu_range_args = read.cpu_range_args || k.reads_cpu_range_args;
+    read.flows = read.flows || k.reads_flows;
+  }
+  return read;
 }
 
 }  // namespace opscope

@@ -16,6 +16,7 @@
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
 #include "support/test_support.h"
+#include "trace_inputs.h"
 
 namespace opscope {
 namespace {
@@ -191,21 +192,14 @@ TEST(AnalyzeCli, EachReportIsTheSameFromWhatItReads) {
                                          "critical_path/alexnet", "cpu_only",  "triton_example"};
   int compared = 0;
   for (const std::string& d : dirs) {
-    const fs::path dir = kPeers + "/kineto-traces/" + d;
+    const std::string dir = kPeers + "/kineto-traces/" + d;
     if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
-    std::vector<std::string> paths;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const std::string p = entry.path().string();
-      if (p.ends_with(".json") || p.ends_with(".json.gz")) paths.push_back(p);
-    }
-    std::sort(paths.begin(), paths.end());
+    const std::vector<std::string> paths = cli::trace_files({dir});
     const auto whole = read_traces(paths);
     for (const ReportKind& kind : report_kinds()) {
       SCOPED_TRACE(d + ", " + std::string(kind.name));
-      TraceReadOptions read;
-      read.cpu_range_args = kind.reads_cpu_range_args;
-      read.flows = kind.reads_flows;
-      const auto part = read_traces(paths, 0, read);
+      const std::vector<std::string> report{std::string(kind.name)};
+      const auto part = read_traces(paths, 0, what_reports_read(report));
       const std::string want =
           format_reports(run_report(kind.name, whole, {}), ReportFormat::kJson);
       EXPECT_EQ(format_reports(run_report(kind.name, part, {}), ReportFormat::kJson), want);
