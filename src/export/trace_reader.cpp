@@ -52,6 +52,7 @@
 #include "opscope/export.h"
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
+#include "util/thread_start.h"
 
 namespace opscope {
 namespace {
@@ -1563,7 +1564,7 @@ class PieceQueue {
   PieceQueue(const std::string& path, bool helper, const TraceReadOptions& options)
       : slots_(helper ? kSlots : 1), reader_(path, options), helper_reader_(path, options) {
     for (auto& s : slots_) s = std::make_unique<Slot>();
-    if (helper) helper_ = std::thread([this] { help(); });
+    if (helper) helper_ = util::start_thread_beside([this] { help(); });
   }
   ~PieceQueue() {
     if (!helper_.joinable()) return;
@@ -1784,7 +1785,7 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (unsigned t = 1; t < threads; ++t) pool.push_back(util::start_thread_beside(work));
   work();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors) {

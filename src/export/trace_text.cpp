@@ -20,6 +20,7 @@
 
 #include "opscope/error.h"
 #include "opscope/export.h"
+#include "util/thread_start.h"
 
 namespace opscope::internal {
 namespace {
@@ -179,7 +180,7 @@ void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead) {
   mode_ = Mode::kZlibAhead;
   ahead_ = std::make_unique<Ahead>();
   for (std::vector<char>& slot : ahead_->slot) slot.resize(buffer_.size());
-  ahead_->thread = std::thread([this] {
+  ahead_->thread = util::start_thread_beside([this] {
     Ahead& a = *ahead_;
     for (std::size_t at = 0;; ++at) {
       {
