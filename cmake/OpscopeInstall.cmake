@@ -27,13 +27,12 @@ install(EXPORT opscopeTargets NAMESPACE opscope:: FILE opscopeTargets.cmake
   DESTINATION ${OPSCOPE_CMAKE_DIR})
 
 # The static library's private dependencies become its users' link dependencies, found through
-# imported targets (fmt::fmt, ZLIB::ZLIB, simdjson::simdjson, LibDeflate::LibDeflate,
-# LibDW::LibDW); the shared library needs none of them.
+# imported targets (fmt::fmt, ZLIB::ZLIB, simdjson::simdjson, LibDeflate::LibDeflate); the
+# shared library needs none of them. (libdw is loaded at run time, with dlopen.)
 set(OPSCOPE_PACKAGE_STATIC OFF)
 if(TARGET opscope_static)
   set(OPSCOPE_PACKAGE_STATIC ON)
-  install(FILES ${PROJECT_SOURCE_DIR}/cmake/FindLibDW.cmake
-    ${PROJECT_SOURCE_DIR}/cmake/FindLibDeflate.cmake DESTINATION ${OPSCOPE_CMAKE_DIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/cmake/FindLibDeflate.cmake DESTINATION ${OPSCOPE_CMAKE_DIR})
 endif()
 configure_package_config_file(cmake/opscopeConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/opscopeConfig.cmake
@@ -56,9 +55,6 @@ if(OPSCOPE_FRAME_POINTERS)
   set(OPSCOPE_PC_CFLAGS "-fno-omit-frame-pointer")
 endif()
 set(OPSCOPE_PC_LIBS_PRIVATE "-lfmt -lz -lsimdjson -ldeflate -ldl")
-if(OPSCOPE_HAVE_LIBDW)
-  string(APPEND OPSCOPE_PC_LIBS_PRIVATE " -ldw")
-endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/opscope.pc.in ${CMAKE_CURRENT_BINARY_DIR}/opscope.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/opscope.pc DESTINATION ${OPSCOPE_PKGCONFIG_DIR})
 if(TARGET opscope_memhook)

@@ -1,7 +1,10 @@
 // Symbolization of native return addresses, at export only.
 //
 // Two sources, best first:
-// - libdw (elfutils), when opscope was configured with it (OPSCOPE_HAVE_LIBDW): reads the
+// - libdw (elfutils), when opscope was built with its headers (OPSCOPE_HAVE_LIBDW) and the
+//   library is there when a stack is first symbolized (loaded then, with dlopen: linked, it
+//   and the four libraries it needs cost every process that loads libopscope 0.2-0.4 ms at
+//   start, bench/RESULTS.md, whether or not it ever records a stack): reads the
 //   process's own ELF files in-process, so it knows static functions (.symtab, which dladdr
 //   cannot see), file:line from DWARF, and which calls were inlined. An address inside inlined
 //   code is reported at the line of the outermost inlined call, the line in the function that
@@ -87,16 +90,98 @@ std::string hex(std::uint64_t v) {
 }
 
 #if OPSCOPE_HAVE_LIBDW
-// Separate debug info is looked up by build id in the local debug directories only (see the
-// top comment): dwfl_build_id_find_debuginfo, unlike dwfl_standard_find_debuginfo, never
-// asks a debuginfod server.
-char* g_debuginfo_path = nullptr;  // nullptr: elfutils' default directories
-const Dwfl_Callbacks kCallbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_build_id_find_debuginfo,
-    .section_address = nullptr,
-    .debuginfo_path = &g_debuginfo_path,
+// The libdw functions the symbolizer calls, resolved from libdw.so.1 (elfutils' soname since
+// 0.1xx) on first use. Named as libdw names them, so that a call reads as it would linked.
+struct LibDw {
+  decltype(&::dwfl_begin) dwfl_begin;
+  decltype(&::dwfl_end) dwfl_end;
+  decltype(&::dwfl_report_begin) dwfl_report_begin;
+  decltype(&::dwfl_report_end) dwfl_report_end;
+  decltype(&::dwfl_linux_proc_report) dwfl_linux_proc_report;
+  decltype(&::dwfl_linux_proc_find_elf) dwfl_linux_proc_find_elf;
+  decltype(&::dwfl_build_id_find_debuginfo) dwfl_build_id_find_debuginfo;
+  decltype(&::dwfl_addrmodule) dwfl_addrmodule;
+  decltype(&::dwfl_module_info) dwfl_module_info;
+  decltype(&::dwfl_module_getsymtab) dwfl_module_getsymtab;
+  decltype(&::dwfl_module_getsym_info) dwfl_module_getsym_info;
+  decltype(&::dwfl_module_getsrc) dwfl_module_getsrc;
+  decltype(&::dwfl_lineinfo) dwfl_lineinfo;
+  decltype(&::dwfl_module_addrdie) dwfl_module_addrdie;
+  decltype(&::dwarf_dieoffset) dwarf_dieoffset;
+  decltype(&::dwarf_getsrcfiles) dwarf_getsrcfiles;
+  decltype(&::dwarf_filesrc) dwarf_filesrc;
+  decltype(&::dwarf_child) dwarf_child;
+  decltype(&::dwarf_siblingof) dwarf_siblingof;
+  decltype(&::dwarf_tag) dwarf_tag;
+  decltype(&::dwarf_attr) dwarf_attr;
+  decltype(&::dwarf_attr_integrate) dwarf_attr_integrate;
+  decltype(&::dwarf_formstring) dwarf_formstring;
+  decltype(&::dwarf_formudata) dwarf_formudata;
+  decltype(&::dwarf_ranges) dwarf_ranges;
+  // Separate debug info is looked up by build id in the local debug directories only (see
+  // the top comment): dwfl_build_id_find_debuginfo, unlike dwfl_standard_find_debuginfo,
+  // never asks a debuginfod server.
+  Dwfl_Callbacks callbacks;
 };
+
+char* g_debuginfo_path = nullptr;  // nullptr: elfutils' default directories
+
+template <typename F>
+bool resolve(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, name));
+  return out != nullptr;
+}
+
+// libdw, loaded on first use (kept for the process's life); nullptr when it is not there or
+// lacks a function: stacks then get what dladdr knows.
+const LibDw* load_libdw() {
+  void* lib = ::dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return nullptr;
+  auto dw = std::make_unique<LibDw>();
+  const bool all =
+      resolve(lib, "dwfl_begin", dw->dwfl_begin) && resolve(lib, "dwfl_end", dw->dwfl_end) &&
+      resolve(lib, "dwfl_report_begin", dw->dwfl_report_begin) &&
+      resolve(lib, "dwfl_report_end", dw->dwfl_report_end) &&
+      resolve(lib, "dwfl_linux_proc_report", dw->dwfl_linux_proc_report) &&
+      resolve(lib, "dwfl_linux_proc_find_elf", dw->dwfl_linux_proc_find_elf) &&
+      resolve(lib, "dwfl_build_id_find_debuginfo", dw->dwfl_build_id_find_debuginfo) &&
+      resolve(lib, "dwfl_addrmodule", dw->dwfl_addrmodule) &&
+      resolve(lib, "dwfl_module_info", dw->dwfl_module_info) &&
+      resolve(lib, "dwfl_module_getsymtab", dw->dwfl_module_getsymtab) &&
+      resolve(lib, "dwfl_module_getsym_info", dw->dwfl_module_getsym_info) &&
+      resolve(lib, "dwfl_module_getsrc", dw->dwfl_module_getsrc) &&
+      resolve(lib, "dwfl_lineinfo", dw->dwfl_lineinfo) &&
+      resolve(lib, "dwfl_module_addrdie", dw->dwfl_module_addrdie) &&
+      resolve(lib, "dwarf_dieoffset", dw->dwarf_dieoffset) &&
+      resolve(lib, "dwarf_getsrcfiles", dw->dwarf_getsrcfiles) &&
+      resolve(lib, "dwarf_filesrc", dw->dwarf_filesrc) &&
+      resolve(lib, "dwarf_child", dw->dwarf_child) &&
+      resolve(lib, "dwarf_siblingof", dw->dwarf_siblingof) &&
+      resolve(lib, "dwarf_tag", dw->dwarf_tag) && resolve(lib, "dwarf_attr", dw->dwarf_attr) &&
+      resolve(lib, "dwarf_attr_integrate", dw->dwarf_attr_integrate) &&
+      resolve(lib, "dwarf_formstring", dw->dwarf_formstring) &&
+      resolve(lib, "dwarf_formudata", dw->dwarf_formudata) &&
+      resolve(lib, "dwarf_ranges", dw->dwarf_ranges);
+  if (!all) {
+    ::dlclose(lib);
+    return nullptr;
+  }
+  dw->callbacks = {
+      .find_elf = dw->dwfl_linux_proc_find_elf,
+      .find_debuginfo = dw->dwfl_build_id_find_debuginfo,
+      .section_address = nullptr,
+      .debuginfo_path = &g_debuginfo_path,
+  };
+  return dw.release();
+}
+
+const LibDw* libdw() {
+  static const LibDw* const loaded = load_libdw();
+  return loaded;
+}
+
+// libdw, for code that runs only once a session was opened (so it was loaded).
+const LibDw& dw() { return *libdw(); }
 
 // A function symbol: [start, end) in process addresses. Names point into libdw's copy of
 // the string table, valid while the Dwfl is open.
@@ -122,11 +207,11 @@ int binding_rank(const GElf_Sym& sym) {
 // .dynsym), sorted by address, one per address.
 std::vector<Symbol> read_symbols(Dwfl_Module* mod) {
   std::vector<Symbol> out;
-  const int n = dwfl_module_getsymtab(mod);
+  const int n = dw().dwfl_module_getsymtab(mod);
   for (int i = 1; i < n; ++i) {
     GElf_Sym sym;
     GElf_Addr addr = 0;
-    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
+    const char* name = dw().dwfl_module_getsym_info(mod, i, &sym, &addr, nullptr, nullptr, nullptr);
     const int type = GELF_ST_TYPE(sym.st_info);
     if (name == nullptr || *name == '\0' || sym.st_shndx == SHN_UNDEF ||
         (type != STT_FUNC && type != STT_GNU_IFUNC)) {
@@ -180,12 +265,12 @@ void sort_calls(std::vector<InlinedCall>& calls) {
 std::string inlined_function(Dwarf_Die* die) {
   Dwarf_Attribute attr;
   for (const int name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
-    if (dwarf_attr_integrate(die, name, &attr) != nullptr) {
-      if (const char* mangled = dwarf_formstring(&attr)) return demangle(mangled);
+    if (dw().dwarf_attr_integrate(die, name, &attr) != nullptr) {
+      if (const char* mangled = dw().dwarf_formstring(&attr)) return demangle(mangled);
     }
   }
-  if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
-    if (const char* plain = dwarf_formstring(&attr)) return plain;
+  if (dw().dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
+    if (const char* plain = dw().dwarf_formstring(&attr)) return plain;
   }
   return {};
 }
@@ -210,18 +295,18 @@ bool may_hold_code(int tag) {
 void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_count,
                            std::vector<InlinedCall>& out) {
   Dwarf_Die child;
-  if (dwarf_child(die, &child) != 0) return;
+  if (dw().dwarf_child(die, &child) != 0) return;
   do {
-    const int tag = dwarf_tag(&child);
+    const int tag = dw().dwarf_tag(&child);
     if (tag == DW_TAG_inlined_subroutine) {
       Dwarf_Attribute attr;
       Dwarf_Word file_index = 0;
       Dwarf_Word call_line = 0;
       const char* file = nullptr;
-      if (dwarf_formudata(dwarf_attr(&child, DW_AT_call_file, &attr), &file_index) == 0 &&
-          dwarf_formudata(dwarf_attr(&child, DW_AT_call_line, &attr), &call_line) == 0 &&
+      if (dw().dwarf_formudata(dw().dwarf_attr(&child, DW_AT_call_file, &attr), &file_index) == 0 &&
+          dw().dwarf_formudata(dw().dwarf_attr(&child, DW_AT_call_line, &attr), &call_line) == 0 &&
           call_line != 0 && file_index < file_count) {
-        file = dwarf_filesrc(files, file_index, nullptr, nullptr);
+        file = dw().dwarf_filesrc(files, file_index, nullptr, nullptr);
       }
       if (file == nullptr) {
         // No call site: the address keeps the line of its own code; calls inside still count.
@@ -234,7 +319,7 @@ void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_
       const std::string function = inlined_function(&child);
       Dwarf_Addr base = 0, start = 0, end = 0;
       for (std::ptrdiff_t offset = 0;
-           (offset = dwarf_ranges(&child, offset, &base, &start, &end)) > 0;) {
+           (offset = dw().dwarf_ranges(&child, offset, &base, &start, &end)) > 0;) {
         // GCC emits empty ranges for inlined code that became no instruction (an empty asm).
         if (start >= end) continue;
         InlinedCall call{start, end, file, static_cast<int>(call_line), function, {}};
@@ -246,7 +331,7 @@ void collect_inlined_calls(Dwarf_Die* die, Dwarf_Files* files, std::size_t file_
     } else if (may_hold_code(tag)) {
       collect_inlined_calls(&child, files, file_count, out);
     }
-  } while (dwarf_siblingof(&child, &child) == 0);
+  } while (dw().dwarf_siblingof(&child, &child) == 0);
 }
 
 // The inlined calls of one compile unit, sorted by address.
@@ -254,7 +339,7 @@ std::vector<InlinedCall> read_inlined_calls(Dwarf_Die* cu) {
   std::vector<InlinedCall> out;
   Dwarf_Files* files = nullptr;
   std::size_t file_count = 0;
-  if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) return out;
+  if (dw().dwarf_getsrcfiles(cu, &files, &file_count) != 0) return out;
   collect_inlined_calls(cu, files, file_count, out);
   sort_calls(out);
   return out;
@@ -280,13 +365,13 @@ struct Symbolizer::Impl {
   Dwfl* session() {
     if (!opened) {
       opened = true;
-      dwfl = dwfl_begin(&kCallbacks);
+      dwfl = libdw() != nullptr ? dw().dwfl_begin(&dw().callbacks) : nullptr;
       if (dwfl != nullptr) {
-        dwfl_report_begin(dwfl);
-        const bool ok = dwfl_linux_proc_report(dwfl, getpid()) == 0 &&
-                        dwfl_report_end(dwfl, nullptr, nullptr) == 0;
+        dw().dwfl_report_begin(dwfl);
+        const bool ok = dw().dwfl_linux_proc_report(dwfl, getpid()) == 0 &&
+                        dw().dwfl_report_end(dwfl, nullptr, nullptr) == 0;
         if (!ok) {
-          dwfl_end(dwfl);
+          dw().dwfl_end(dwfl);
           dwfl = nullptr;
         }
       }
@@ -308,9 +393,9 @@ struct Symbolizer::Impl {
   std::vector<const InlinedCall*> inlined_chain(Dwfl_Module* mod, GElf_Addr addr) {
     std::vector<const InlinedCall*> chain;
     Dwarf_Addr bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die* cu = dw().dwfl_module_addrdie(mod, addr, &bias);
     if (cu == nullptr) return chain;
-    auto [it, added] = modules[mod].inlined_by_unit.try_emplace(dwarf_dieoffset(cu));
+    auto [it, added] = modules[mod].inlined_by_unit.try_emplace(dw().dwarf_dieoffset(cu));
     if (added) it->second = read_inlined_calls(cu);
     const Dwarf_Addr a = addr - bias;
     const std::vector<InlinedCall>* level = &it->second;
@@ -338,12 +423,12 @@ struct Symbolizer::Impl {
   bool resolve(std::uint64_t pc, std::uint64_t addr, SymbolizedFrame& f) {
     Dwfl* d = session();
     if (d == nullptr) return false;
-    Dwfl_Module* mod = dwfl_addrmodule(d, addr);
+    Dwfl_Module* mod = dw().dwfl_addrmodule(d, addr);
     if (mod == nullptr) return false;
     Dwarf_Addr start = 0;
     const char* path = nullptr;
     const char* name =
-        dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, &path, nullptr);
+        dw().dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, &path, nullptr);
     // The file's real path (/proc/self/maps), where dladdr would name the program argv[0].
     if (path != nullptr) {
       f.object = path;
@@ -354,9 +439,9 @@ struct Symbolizer::Impl {
     if (const Symbol* s = symbol(mod, addr); s != nullptr) f.function = demangle(s->name);
     std::string file;  // the address's own line, in the innermost function there
     int line = 0;
-    if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr); l != nullptr) {
+    if (Dwfl_Line* l = dw().dwfl_module_getsrc(mod, addr); l != nullptr) {
       int lineno = 0;
-      const char* src = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
+      const char* src = dw().dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
       if (src != nullptr && lineno > 0) {
         file = src;
         line = lineno;
@@ -388,7 +473,7 @@ struct Symbolizer::Impl {
   }
 
   ~Impl() {
-    if (dwfl != nullptr) dwfl_end(dwfl);
+    if (dwfl != nullptr) dw().dwfl_end(dwfl);
   }
 #else
   bool resolve(std::uint64_t, std::uint64_t, SymbolizedFrame&) { return false; }
@@ -419,7 +504,13 @@ const SymbolizedFrame& Symbolizer::resolve(std::uint64_t pc) {
   return cache_.emplace(pc, std::move(f)).first->second;
 }
 
-bool Symbolizer::reads_debug_info() { return OPSCOPE_HAVE_LIBDW != 0; }
+bool Symbolizer::reads_debug_info() {
+#if OPSCOPE_HAVE_LIBDW
+  return libdw() != nullptr;
+#else
+  return false;
+#endif
+}
 
 namespace {
 

@@ -2,6 +2,7 @@
 // once per address.
 #include "analysis/symbolizer.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "record/stack_capture.h"
+#if defined(OPSCOPE_CLI)
+#include "support/cli_test_support.h"
+#endif
 
 // Outside namespace opscope so that the symbolized names are unambiguous.
 namespace opscope_symbolizer_test {
@@ -169,6 +173,25 @@ TEST(Symbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
       texts[0], "): opscope_symbolizer_test::inlined_inner(opscope_symbolizer_test::Capture&)"))
       << texts[0];
   EXPECT_EQ(texts[2], s.text({c.words[0], {}}));
+}
+
+// libdw is loaded when a stack is first symbolized, not when libopscope is: a process that
+// never symbolizes (the command line printing its version) does not load it, and one that
+// does has it loaded afterwards.
+TEST(Symbolizer, LibdwIsLoadedOnlyToSymbolize) {
+  SKIP_WITHOUT_LIBDW();
+  Symbolizer s;
+  s.resolve(reinterpret_cast<std::uint64_t>(&opscope_symbolizer_test::capture_here) + 1);
+  void* loaded = ::dlopen("libdw.so.1", RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(loaded, nullptr) << "a stack was symbolized, yet libdw.so.1 is not loaded";
+  if (loaded != nullptr) ::dlclose(loaded);
+#if defined(OPSCOPE_CLI)
+  // The loader lists every object it loads (LD_DEBUG=files), libopscope's dependencies too.
+  const auto [code, out] = cli::tests::shell("LD_DEBUG=files " OPSCOPE_CLI " --version");
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_NE(out.find("libopscope"), std::string::npos) << "the loader listed nothing:\n" << out;
+  EXPECT_EQ(out.find("libdw"), std::string::npos) << out;
+#endif
 }
 
 TEST(Symbolizer, SharedLibraryFunctionsHaveTheirNameAndObject) {
