@@ -70,6 +70,11 @@ struct TraceReadOptions {
   bool cpu_range_args = true;
   // Flow events ("s", "t", "f": Kineto's launch and forward-backward arrows).
   bool flows = true;
+  // CPU ranges (operators, user annotations) other than the profiler steps ("ProfilerStep#N"),
+  // most of a trace's events. One left out is left as soon as its phase, category and name
+  // are read; only its pid and tid are read further, so that the recording process is still
+  // the one with the most CPU ranges (ProfilerResult::pid()).
+  bool cpu_ranges = true;
 };
 
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the

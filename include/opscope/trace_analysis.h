@@ -234,6 +234,8 @@ struct ReportKind {
   // same either way).
   bool reads_cpu_range_args = false;  // input shapes, External id, ... of operators
   bool reads_flows = false;           // flow events
+  // CPU ranges other than the profiler steps (implied by reads_cpu_range_args).
+  bool reads_cpu_ranges = false;
 };
 std::span<const ReportKind> report_kinds();
 

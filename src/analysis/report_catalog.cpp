@@ -48,22 +48,26 @@ const Entry kEntries[] = {
      cuda_kernel_launch_stats},
     {{"patterns", "get_frequent_cuda_kernel_sequences",
       "per rank: the kernel sequences the operators named by --operator launched, with how "
-      "often and how long"},
+      "often and how long",
+      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
      one<frequent_cuda_kernel_sequences>},
     {{"queue",
       "get_queue_length_summary, get_memory_bw_summary, get_time_spent_blocked_on_full_queue",
       "per rank and stream: the launch queue's length (queue_length) and the time it was full "
-      "(queue_full); per rank and kind of copy: the copy bandwidth in GB/s (memory_bw)"},
+      "(queue_full); per rank and kind of copy: the copy bandwidth in GB/s (memory_bw)",
+      // queue_full's trace duration runs from the first kept event of any kind to the last
+      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
      queue_report},
     {{"counters", "get_queue_length_time_series, get_memory_bw_time_series",
       "per rank: each change of a stream's launch queue length (queue_length_time_series) and "
-      "of a kind of copy's bandwidth (memory_bw_time_series), over time"},
+      "of a kind of copy's bandwidth (memory_bw_time_series), over time",
+      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
      counter_series_report},
     {{"ops", "key_averages().table()",
       "the operator table, per rank: operators and runtime calls (CPU time), GPU work (CUDA "
       "time), an operator's CUDA time being the work launched in it, and the bytes of the "
       "trace's [memory] events in it (CPU and CUDA, with its children's and without)",
-      /*reads_cpu_range_args=*/true},
+      /*reads_cpu_range_args=*/true, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
      one<operator_report>},
 };
 

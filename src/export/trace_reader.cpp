@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/gpu_work.h"
 #include "export/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
@@ -438,6 +439,7 @@ class EventReader : public TextWalker {
     bool args_any = false;
     EventKind kind = EventKind::kOther;
     RecordScope scope = RecordScope::kFunction;
+    bool left_out = false;  // a CPU range the options leave out: only its thread is read further
 
     for (auto field : e) {
       // The key compared as it is written, without unescaping it into a buffer: every field
@@ -450,12 +452,22 @@ class EventReader : public TextWalker {
       od::value& v = f.value();
       const char* k = key.raw();
       const auto key_is = [&](const char* name) { return key.unsafe_is_equal(name); };
+      if (left_out) {
+        if (k[0] == 'p' && key_is("pid")) {
+          pid = read_id(v);
+          if (!pid.text.empty()) note_text_pid(pid.text);
+        } else if (k[0] == 't' && key_is("tid")) {
+          tid = read_id(v);
+        }
+        continue;  // the value is skipped unread
+      }
       if (k[0] == 'p' && key_is("ph")) {
         check(v.get_string().get(ph), "\"ph\" as a string");
         // A flow left out is left as soon as its phase is known (the walk skips the rest).
         if (!options_.flows && is_flow_phase(ph)) return;
       } else if (k[0] == 'c' && key_is("cat")) {
         check(v.get_string().get(cat), "\"cat\" as a string");
+        left_out = leaves_out(ph, cat, name);
       } else if (k[0] == 'n' && key_is("name")) {
         od::json_type type = od::json_type::null;
         check(v.type().get(type), "a name");
@@ -464,6 +476,7 @@ class EventReader : public TextWalker {
         } else {
           name = raw_of(v, "a name");
         }
+        left_out = leaves_out(ph, cat, name);
       } else if (k[0] == 'p' && key_is("pid")) {
         pid = read_id(v);
         if (!pid.text.empty()) note_text_pid(pid.text);
@@ -502,6 +515,10 @@ class EventReader : public TextWalker {
       ++piece_->skipped;
       return;
     }
+    if (left_out || leaves_out(ph, cat, name)) {
+      ++piece_->threads[static_cast<std::size_t>(thread_index(pid, tid))].cpu_ranges;
+      return;
+    }
     switch (ph[0]) {
       case 'X':
         if (!has_ts) fail("a complete event (\"ph\":\"X\") without \"ts\"" + at_event());
@@ -535,6 +552,16 @@ class EventReader : public TextWalker {
         ++piece_->skipped;
         return;
     }
+  }
+
+  // Whether a complete event is a CPU range other than a profiler step, which the options
+  // leave out (TraceReadOptions::cpu_ranges): known once its phase, category and name are.
+  bool leaves_out(std::string_view ph, std::string_view cat, std::string_view name) const {
+    if (options_.cpu_ranges || name.empty() || cat.empty() || ph.size() != 1 || ph[0] != 'X') {
+      return false;
+    }
+    RecordScope scope = RecordScope::kFunction;
+    return kind_of(cat, scope) == EventKind::kRange && !internal::is_profiler_step(name);
   }
 
   // The detail's GPU part as a default one, copied from one that was not just written: a
@@ -1798,10 +1825,12 @@ TraceReadOptions what_reports_read(std::span<const std::string> reports) {
   TraceReadOptions read;
   read.cpu_range_args = false;
   read.flows = false;
+  read.cpu_ranges = false;
   for (const ReportKind& k : report_kinds()) {
     if (std::find(reports.begin(), reports.end(), k.name) == reports.end()) continue;
     read.cpu_range_args = read.cpu_range_args || k.reads_cpu_range_args;
     read.flows = read.flows || k.reads_flows;
+    read.cpu_ranges = read.cpu_ranges || k.reads_cpu_ranges || k.reads_cpu_range_args;
   }
   return read;
 }

@@ -208,6 +208,58 @@ TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
   const auto argless = read_traces(paths, 2, no_args);
   EXPECT_EQ(argless[0]->flows().size(), whole[0]->flows().size());
   EXPECT_EQ(count_args(*argless[0]).first, 0u);
+  // Without the CPU ranges: the profiler steps stay, every other event is as a whole read has
+  // it, and the recording process is the same one.
+  TraceReadOptions no_ranges = less;
+  no_ranges.cpu_ranges = false;
+  const auto without_ranges = [&](const ProfilerResult& r) {
+    std::vector<Row> v;
+    for (Row& row : rows(r, false)) {
+      const bool range = std::get<1>(row) == static_cast<int>(EventKind::kRange);
+      if (!range || std::get<0>(row).starts_with("ProfilerStep#")) v.push_back(std::move(row));
+    }
+    return v;
+  };
+  const auto steps = [](const ProfilerResult& r) {
+    std::size_t n = 0;
+    for (const Event& e : r.events()) n += e.name.starts_with("ProfilerStep#") ? 1 : 0;
+    return n;
+  };
+  ASSERT_GT(steps(*whole[0]), 1u);
+  for (const unsigned threads : {1u, 2u}) {
+    SCOPED_TRACE(threads);
+    const auto rangeless = read_traces(paths, threads, no_ranges);
+    EXPECT_LT(rangeless[0]->events().size(), whole[0]->events().size() / 2);
+    EXPECT_EQ(rows(*rangeless[0], false), without_ranges(*whole[0]));
+    EXPECT_EQ(steps(*rangeless[0]), steps(*whole[0]));
+    EXPECT_EQ(rangeless[0]->pid(), whole[0]->pid());
+    EXPECT_EQ(rangeless[0]->threads().size(), whole[0]->threads().size());
+  }
+  EXPECT_EQ(rows(*internal::read_trace_whole(plain, no_ranges), false), without_ranges(*whole[0]));
+}
+
+// A CPU range is left out however its fields are ordered (the phase, category or name last).
+TEST(TraceReader, LeavesOutCpuRangesWhateverTheFieldOrder) {
+  const std::string path = write_file("ranges_in_any_order.json", R"json({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5},
+    {"name": "aten::add", "pid": 1, "tid": 2, "ts": 11, "dur": 1, "cat": "cpu_op", "ph": "X"},
+    {"cat": "user_annotation", "ts": 12, "dur": 1, "pid": 1, "tid": 2, "ph": "X", "name": "fwd"},
+    {"pid": 3, "tid": 4, "ts": 9, "dur": 20, "ph": "X", "name": "ProfilerStep#3", "cat": "cpu_op"},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 13,
+     "dur": 1, "args": {"correlation": 5}},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 15, "dur": 2,
+     "args": {"stream": 7, "correlation": 5, "device": 0}}
+  ]})json");
+  TraceReadOptions no_ranges;
+  no_ranges.cpu_ranges = false;
+  const auto r = read_traces(std::vector<std::string>{path}, 1, no_ranges)[0];
+  std::vector<std::string> names;
+  for (const Event& e : r->events()) names.emplace_back(e.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#3", "cudaLaunchKernel", "k"}));
+  // The process with the most CPU ranges is still the recording one, though all it kept is a
+  // runtime call, and the step's process kept one range.
+  EXPECT_EQ(r->pid(), 1);
 }
 
 // Kineto writes microseconds with a nanosecond fraction, more digits than a double holds;
