@@ -38,6 +38,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1582,14 +1584,23 @@ class StreamSplitter {
 };
 
 // The pieces of the events array between the cutter and the model. The reading thread cuts
-// them and joins them to the model in the order of the text; they are parsed in that order by
-// whichever thread is free: the reading thread and, with `helper`, a second one. Each piece
-// has a slot of its own (its text, the parser whose strings its names point into, what it
-// read) until it is joined, so at most kSlots pieces are held.
+// them; they are parsed in that order by whichever thread is free, and joined to the model
+// (`join`) in that order by whichever thread is free when the oldest one is parsed: the
+// reading thread and, with `helper`, a second one. Joining is a third of the work of a piece
+// (most of it the model's fresh pages) and the reading thread alone cuts, so the helper joins
+// too: with the reading thread joining every piece, it was the one the read waited for
+// (bench/RESULTS.md, 2026-11-28). Each piece has a slot of its own (its text, the parser whose
+// strings its names point into, what it read) until it is joined, so at most kSlots pieces are
+// held. One join runs at a time (`joining_`); what a join throws (a piece's error) stops the queue,
+// and the reading thread throws it.
 class PieceQueue {
  public:
-  PieceQueue(const std::string& path, bool helper, const TraceReadOptions& options)
-      : slots_(helper ? kSlots : 1), reader_(path, options), helper_reader_(path, options) {
+  using Join = std::function<void(Piece&)>;
+  PieceQueue(const std::string& path, bool helper, const TraceReadOptions& options, Join join)
+      : slots_(helper ? kSlots : 1),
+        join_(std::move(join)),
+        reader_(path, options),
+        helper_reader_(path, options) {
     for (auto& s : slots_) s = std::make_unique<Slot>();
     if (helper) helper_ = util::start_thread_beside([this] { help(); });
   }
@@ -1606,31 +1617,33 @@ class PieceQueue {
   PieceQueue& operator=(const PieceQueue&) = delete;
 
   // Takes a piece the cutter filled ("[" + events + "]" + simdjson's padding; `json_size`
-  // bytes of JSON standing at `offset` in the text), swapping buffers with it, then does what
-  // is due: joins the parsed pieces at the head to the model (`merge`), and parses one here
-  // when the helper is behind (or is not there).
-  template <typename Merge>
-  void add(std::string& text, std::size_t json_size, std::int64_t offset, Merge&& merge) {
+  // bytes of JSON standing at `offset` in the text), swapping buffers with it. With a helper,
+  // the reading thread then goes back to cutting, and parses or joins only when every slot is
+  // taken (step()); without one, it parses the piece and joins it here.
+  void add(std::string& text, std::size_t json_size, std::int64_t offset) {
     std::unique_lock lock(mutex_);
-    while (tail_ - head_ == slots_.size()) step(lock, merge);
+    while (tail_ - head_ == slots_.size()) step(lock);
+    throw_failure();
     Slot& s = slot(tail_);
     s.text.swap(text);
     s.json_size = json_size;
     s.offset = offset;
     s.state = State::kCut;
     ++tail_;
-    if (helper_.joinable()) work_.notify_one();
-    if (!helper_.joinable()) parse_next(lock, reader_);
-    // With a helper, the reading thread parses only when every slot is taken (step()): it has
-    // the cutting, joining and building to do, about as much as half the parsing.
-    join_parsed(lock, merge);
+    if (helper_.joinable()) {
+      work_.notify_one();
+    } else {
+      parse_next(lock, reader_);
+      join_parsed(lock);
+      throw_failure();
+    }
   }
 
   // Every piece added parsed and joined.
-  template <typename Merge>
-  void finish(Merge&& merge) {
+  void finish() {
     std::unique_lock lock(mutex_);
-    while (head_ != tail_) step(lock, merge);
+    while (head_ != tail_) step(lock);
+    throw_failure();
   }
 
  private:
@@ -1646,34 +1659,57 @@ class PieceQueue {
   };
   Slot& slot(std::uint64_t n) { return *slots_[n % slots_.size()]; }
 
-  // Progress towards joining the head: joins it when parsed, else parses the next unclaimed
-  // piece here, else waits for the helper to finish the head.
-  template <typename Merge>
-  void step(std::unique_lock<std::mutex>& lock, Merge& merge) {
-    if (slot(head_).state == State::kParsed) {
-      join_head(lock, merge);
+  bool head_joinable() const {
+    return !joining_ && failure_ == nullptr && head_ != tail_ &&
+           slots_[head_ % slots_.size()]->state == State::kParsed;
+  }
+
+  void throw_failure() const {
+    if (failure_ != nullptr) std::rethrow_exception(failure_);
+  }
+
+  // The reading thread's progress towards freeing a slot: joins the head when it is parsed
+  // and nobody is joining, else parses the next unclaimed piece here, else waits for the
+  // helper to parse or join. One piece at a time: the cutting, which only this thread does,
+  // goes on as soon as a slot is free, so that the helper always has a piece to take.
+  void step(std::unique_lock<std::mutex>& lock) {
+    throw_failure();
+    if (head_joinable()) {
+      join_parsed(lock, 1);
     } else if (claimed_ != tail_) {
       parse_next(lock, reader_);
     } else {
-      parsed_.wait(lock, [&] { return slot(head_).state == State::kParsed; });
+      const std::uint64_t head = head_;
+      changed_.wait(lock, [&] { return failure_ != nullptr || head_ != head || head_joinable(); });
     }
   }
 
-  template <typename Merge>
-  void join_parsed(std::unique_lock<std::mutex>& lock, Merge& merge) {
-    while (head_ != tail_ && slot(head_).state == State::kParsed) join_head(lock, merge);
-  }
-
-  // The head piece joined to the model, its slot freed; `merge` may throw (a piece's error),
-  // and then the queue is left as it is, to be destroyed.
-  template <typename Merge>
-  void join_head(std::unique_lock<std::mutex>& lock, Merge& merge) {
-    Slot& s = slot(head_);
-    lock.unlock();
-    merge(s.piece);
-    lock.lock();
-    s.state = State::kFree;
-    ++head_;
+  // Joins the parsed pieces at the head, in order (at most `most` of them), and frees their
+  // slots; the lock is let go while a piece is joined. What a join throws is kept in failure_.
+  void join_parsed(std::unique_lock<std::mutex>& lock,
+                   std::size_t most = std::numeric_limits<std::size_t>::max()) {
+    if (!head_joinable() || stop_) return;
+    joining_ = true;
+    for (; most > 0 && head_ != tail_ && slot(head_).state == State::kParsed && !stop_; --most) {
+      Slot& s = slot(head_);
+      lock.unlock();
+      std::exception_ptr failed;
+      try {
+        join_(s.piece);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      lock.lock();
+      if (failed != nullptr) {
+        failure_ = failed;
+        break;
+      }
+      s.state = State::kFree;
+      ++head_;
+      changed_.notify_all();
+    }
+    joining_ = false;
+    changed_.notify_all();
   }
 
   // The oldest piece not yet claimed, parsed by `reader` without the lock.
@@ -1684,29 +1720,34 @@ class PieceQueue {
     reader.read_piece(std::string_view(s.text.data(), s.json_size), s.offset, s.parser, s.piece);
     lock.lock();
     s.state = State::kParsed;
-    parsed_.notify_one();
+    changed_.notify_all();
   }
 
-  // The helper: parses pieces as they come until stopped.
+  // The helper: parses pieces as they come, and joins what is parsed at the head, until
+  // stopped or a join fails.
   void help() {
     pthread_setname_np(pthread_self(), "opscope-parse");
     std::unique_lock lock(mutex_);
     for (;;) {
-      work_.wait(lock, [&] { return stop_ || claimed_ != tail_; });
-      if (stop_) return;
+      work_.wait(lock, [&] { return stop_ || failure_ != nullptr || claimed_ != tail_; });
+      if (stop_ || failure_ != nullptr) return;
       parse_next(lock, helper_reader_);
+      join_parsed(lock);
     }
   }
 
   std::vector<std::unique_ptr<Slot>> slots_;
+  Join join_;
   std::uint64_t head_ = 0;     // the oldest piece not joined
   std::uint64_t claimed_ = 0;  // the oldest piece not claimed for parsing
   std::uint64_t tail_ = 0;     // the next piece to come
+  bool joining_ = false;       // a thread is joining pieces at the head
   bool stop_ = false;
+  std::exception_ptr failure_;  // what a join threw
   std::mutex mutex_;
-  std::condition_variable work_;    // the helper waits for pieces
-  std::condition_variable parsed_;  // the reading thread waits for the head to be parsed
-  EventReader reader_;              // the reading thread's
+  std::condition_variable work_;     // the helper waits for pieces
+  std::condition_variable changed_;  // the reading thread waits for a parse or a join
+  EventReader reader_;               // the reading thread's
   EventReader helper_reader_;
   std::thread helper_;  // last: started when everything it uses is there
 };
@@ -1717,17 +1758,17 @@ std::shared_ptr<const ProfilerResult> Reader::read_streaming(std::size_t batch_b
                                                              bool parse_helper) {
   internal::TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo, inflate_ahead);
   StreamSplitter splitter(batch_bytes);
-  const auto merge = [this](Piece& p) { this->merge(p); };
   {
     // A text inflated on a thread of its own has its spare core taken.
-    PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead(), options_);
+    PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead(), options_,
+                      [this](Piece& p) { merge(p); });
     const auto on_events = [&](std::string& text, std::size_t json_size, std::int64_t offset) {
-      pieces.add(text, json_size, offset, merge);
+      pieces.add(text, json_size, offset);
     };
     for (std::string_view chunk = chunks.next(); !chunk.empty(); chunk = chunks.next()) {
       splitter.feed(chunk, on_events);
     }
-    pieces.finish(merge);
+    pieces.finish();
   }
   if (!splitter.complete()) {
     // No events array closed at the top level: the text (kept whole in rest()) read as one
