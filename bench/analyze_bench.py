@@ -19,7 +19,8 @@ tests/peers/longer_trace.py (which makes the goldens' traces too): its events re
 copy shifted in time past the previous one with its own ids and steps, so the result is a
 longer run of the same job. Every time is a whole process (what a user waits
 for: start, read, report, exit), the median of --runs; HTA's also split into its import and
-its own load + report (measured inside its process). Prints a table and writes it as JSON to
+its own load + report (measured inside its process). opscope's runs against HTA are
+interleaved with HTA's (before, between and after them), so that both see the same load. Prints a table and writes it as JSON to
 build/bench-results/analyze-<date-time>.json.
 """
 import argparse
@@ -55,10 +56,11 @@ print(t1 - t0, t2 - t1)
 """
 
 
-def timed(cmd, runs):
-    """Median seconds of `runs` runs of cmd, each run's standard output, and the peak resident
-    memory (bytes) of one more run under GNU time: the rusage of a child forked from this
-    (large) Python process would count the pages it shared before exec."""
+def timed(cmd, runs, peak=True, median=True):
+    """Median seconds of `runs` runs of cmd (every run's, without `median`), each run's
+    standard output, and the peak resident memory (bytes) of one more run under GNU time (0
+    without `peak`): the rusage of a child forked from this (large) Python process would count
+    the pages it shared before exec."""
     times, outs = [], []
     for _ in range(runs):
         start = time.perf_counter()
@@ -68,11 +70,33 @@ def timed(cmd, runs):
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): "
                              f"{proc.stderr.decode()[-2000:]}")
         outs.append(proc.stdout.decode())
-    with tempfile.NamedTemporaryFile("r") as peak:
-        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", peak.name] + cmd,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        kib = int(peak.read().split()[-1])
-    return statistics.median(times), kib * 1024, outs
+    kib = 0
+    if peak:
+        with tempfile.NamedTemporaryFile("r") as f:
+            subprocess.run(["/usr/bin/time", "-f", "%M", "-o", f.name] + cmd,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            kib = int(f.read().split()[-1])
+    return (statistics.median(times) if median else times), kib * 1024, outs
+
+
+def timed_beside(cmd, runs, hta_cmd, hta_runs):
+    """timed() of cmd and of hta_cmd, their runs interleaved: cmd's runs spread over the
+    seconds HTA's take, before, between and after them, so that both medians are taken under
+    the same load (on this shared 2-core machine a second core can be taken away for seconds,
+    which a burst of 10-ms runs would catch whole). Returns (median, peak, outs) of each."""
+    rounds = max(1, hta_runs)
+    per_round = max(1, -(-runs // (rounds + 1)))  # ceil(runs / (rounds + 1))
+    times, hta_times, hta_outs = [], [], []
+    for r in range(rounds + 1):
+        t, _, _ = timed(cmd, per_round, peak=False, median=False)
+        times += t
+        if r < rounds:
+            t, _, outs = timed(hta_cmd, 1, peak=False, median=False)
+            hta_times += t
+            hta_outs += outs
+    _, peak, outs = timed(cmd, 1)
+    return ((statistics.median(times), peak, outs),
+            (statistics.median(hta_times), 0, hta_outs))
 
 
 def mb(n):
@@ -122,14 +146,15 @@ def main():
 
     analyze = [opscope, "analyze", "--report", "temporal"]
     t_zcat, _, _ = timed(["zcat", gz_file], a.runs)
-    t_gz, _, _ = timed(analyze + [gz_file], a.runs)
-    t_json, peak_json, _ = timed(analyze + [json_file], a.runs)
+    hta = [sys.executable, "-c", HTA_PROGRAM, HTA]
+    (t_gz, _, _), (hta_gz, _, out_gz) = timed_beside(analyze + [gz_file], a.runs,
+                                                     hta + [gz_dir], a.hta_runs)
+    (t_json, peak_json, _), (hta_json, _, out_json) = timed_beside(
+        analyze + [json_file], a.runs, hta + [json_dir], a.hta_runs)
     # The same on one thread (--threads 1): what the second core's parsing gives.
     t_json1, _, _ = timed(analyze + ["--threads", "1", json_file], a.runs)
     # The floor under both: a bare simdjson walk of every field, nothing kept, one core.
     t_floor, _, _ = timed([floor, json_file], a.runs)
-    hta_gz, _, out_gz = timed([sys.executable, "-c", HTA_PROGRAM, HTA, gz_dir], a.hta_runs)
-    hta_json, _, out_json = timed([sys.executable, "-c", HTA_PROGRAM, HTA, json_dir], a.hta_runs)
     inner = lambda outs: statistics.median(float(o.split()[1]) for o in outs)  # noqa: E731
     results.update(zcat_s=t_zcat, opscope_gz_s=t_gz, opscope_json_s=t_json,
                    opscope_json_one_thread_s=t_json1, walk_floor_s=t_floor, hta_gz_s=hta_gz,
