@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`opscope analyze` against Holistic Trace Analysis and against the physical floor, in one run.
 
-    /usr/bin/python3 bench/analyze_bench.py [--build build] [--runs 7] [--hta-runs 3]
+    /usr/bin/python3 bench/analyze_bench.py [--build build] [--runs 18] [--hta-runs 5]
                                             [--big-gb 2] [--keep DIR]
 
 Issue 19's targets, each measured here side by side:
@@ -106,8 +106,8 @@ def mb(n):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--runs", type=int, default=7)
-    p.add_argument("--hta-runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=18)
+    p.add_argument("--hta-runs", type=int, default=5)
     p.add_argument("--big-gb", type=float, default=2.0)
     p.add_argument("--keep", help="keep the generated traces in this directory")
     a = p.parse_args()
