@@ -163,25 +163,35 @@ TEST(AnalyzeCli, LastStepCutKeepsWhatWasLaunchedBeforeIt) {
     return R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":)" + std::to_string(ts) +
            R"(,"dur":)" + std::to_string(dur) + R"(,"args":{)" + args + "}}";
   };
-  std::ofstream(path) << "{\"traceEvents\":[" << op("ProfilerStep#1", 10, 0, 100) << ","
-                      << op("ProfilerStep#2", 10, 100, 100) << "," << launch(11, 10, 6) << ","
-                      << launch(11, 20, 8) << "," << launch(12, 15, 7) << "," << launch(12, 150, 9)
-                      << "," << kernel(30, 10, 6) << "," << kernel(40, 10, 7) << ","
-                      << kernel(60, 20, 8) << "," << kernel(90, 5, -1) << "," << kernel(160, 30, 9)
-                      << "]}";
-  const std::vector<std::string> paths{path};
-  const auto ranks = read_traces(paths);
-  const Report got = temporal_breakdown(ranks);
-  ASSERT_EQ(got.rows.size(), 1u);
-  // Kept: [30, 50), [60, 80), [90, 95) (correlations 6, 7, 8 and the one without); the kernel
-  // launched at 150, after the last step began at 100, is left out.
-  const auto cell = [&](const char* column) {
-    const auto at = std::find(got.columns.begin(), got.columns.end(), column);
-    return std::get<double>(got.rows[0][static_cast<std::size_t>(at - got.columns.begin())]);
-  };
-  EXPECT_DOUBLE_EQ(cell("kernel_time(us)"), 65.0);
-  EXPECT_DOUBLE_EQ(cell("idle_time(us)"), 20.0);
-  EXPECT_DOUBLE_EQ(cell("compute_time(us)"), 45.0);
+  // The correlations as Kineto numbers them (dense: the cut keeps them as a bitmap), and
+  // spread far apart (kept sorted instead).
+  for (const std::int64_t spread : {1, 100000}) {
+    SCOPED_TRACE(spread);
+    const auto c = [&](int n) { return static_cast<int>(n * spread); };
+    std::ofstream(path) << "{\"traceEvents\":[" << op("ProfilerStep#1", 10, 0, 100) << ","
+                        << op("ProfilerStep#2", 10, 100, 100) << "," << launch(11, 10, c(6)) << ","
+                        << launch(11, 20, c(8)) << "," << launch(12, 15, c(7)) << ","
+                        << launch(12, 150, c(9)) << "," << kernel(30, 10, c(6)) << ","
+                        << kernel(40, 10, c(7)) << "," << kernel(60, 20, c(8)) << ","
+                        << kernel(90, 5, -1) << ","
+                        << kernel(160, 30, c(9))
+                        // Launched by nothing in the trace, below and above the launches' ids.
+                        << "," << kernel(110, 10, c(5)) << "," << kernel(125, 10, c(10)) << "]}";
+    const std::vector<std::string> paths{path};
+    const auto ranks = read_traces(paths);
+    const Report got = temporal_breakdown(ranks);
+    ASSERT_EQ(got.rows.size(), 1u);
+    // Kept: [30, 50), [60, 80), [90, 95) (correlations 6, 7, 8 and the one without); the
+    // kernel launched at 150, after the last step began at 100, is left out, and so are the
+    // two no launch before the cut has.
+    const auto cell = [&](const char* column) {
+      const auto at = std::find(got.columns.begin(), got.columns.end(), column);
+      return std::get<double>(got.rows[0][static_cast<std::size_t>(at - got.columns.begin())]);
+    };
+    EXPECT_DOUBLE_EQ(cell("kernel_time(us)"), 65.0);
+    EXPECT_DOUBLE_EQ(cell("idle_time(us)"), 20.0);
+    EXPECT_DOUBLE_EQ(cell("compute_time(us)"), 45.0);
+  }
 }
 
 // Each report is the same from a read that keeps only what its ReportKind says it reads (what
