@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "opscope/internal/clock.h"
+#include "util/thread_start.h"
 
 namespace opscope {
 namespace internal {
@@ -392,7 +393,7 @@ void set_chunk_pooling(bool on) noexcept {
   ++p.generation;
   if (on && !p.thread_running) {
     try {
-      std::thread(refill_loop).detach();
+      util::start_thread_beside(refill_loop).detach();
       p.thread_running = true;
     } catch (...) {
       // No thread: recording threads map chunks themselves, and nothing is kept.

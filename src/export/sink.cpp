@@ -15,6 +15,7 @@
 
 #include "opscope/error.h"
 #include "util/fresh_memory.h"
+#include "util/thread_start.h"
 
 namespace opscope::internal {
 namespace {
@@ -245,7 +246,7 @@ int BufferPipeline::write(std::string_view bytes) {
 int BufferPipeline::hand_off() {
   if (!thread_.joinable() && !inline_) {
     try {
-      thread_ = std::thread([this] {
+      thread_ = util::start_thread_beside([this] {
         // Named so that it can be told apart in top, in traces and by the tests.
         pthread_setname_np(pthread_self(), "opscope-writer");
         run();

@@ -7,6 +7,8 @@
 #include <new>
 #include <system_error>
 
+#include "util/thread_start.h"
+
 namespace opscope::util {
 namespace {
 
@@ -67,7 +69,7 @@ std::unique_ptr<FreshPages> FreshPages::start(void* begin, std::size_t bytes) {
   try {
     std::unique_ptr<FreshPages> fresh(new FreshPages(pages.first, pages.last));
     FreshPages* raw = fresh.get();  // not movable: the thread keeps this address
-    fresh->thread_ = std::thread([raw] { raw->run(); });
+    fresh->thread_ = start_thread_beside([raw] { raw->run(); });
     return fresh;
   } catch (const std::system_error&) {
     return nullptr;  // no thread could be made
