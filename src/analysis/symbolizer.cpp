@@ -91,46 +91,48 @@ std::string hex(std::uint64_t v) {
 
 #if OPSCOPE_HAVE_LIBDW
 // The libdw functions the symbolizer calls, resolved from libdw.so.1 (elfutils' soname since
-// 0.1xx) on first use. Named as libdw names them, so that a call reads as it would linked.
+// 0.1xx) on first use. Listed once: each is a member of LibDw named as libdw names it (so that
+// a call reads as it would linked) and is looked up by that same name.
+// clang-format off
+#define OPSCOPE_LIBDW_FUNCTIONS(X) \
+  X(dwfl_begin) \
+  X(dwfl_end) \
+  X(dwfl_report_begin) \
+  X(dwfl_report_end) \
+  X(dwfl_linux_proc_report) \
+  X(dwfl_linux_proc_find_elf) \
+  X(dwfl_build_id_find_debuginfo) \
+  X(dwfl_addrmodule) \
+  X(dwfl_module_info) \
+  X(dwfl_module_getsymtab) \
+  X(dwfl_module_getsym_info) \
+  X(dwfl_module_getsrc) \
+  X(dwfl_lineinfo) \
+  X(dwfl_module_addrdie) \
+  X(dwarf_dieoffset) \
+  X(dwarf_getsrcfiles) \
+  X(dwarf_filesrc) \
+  X(dwarf_child) \
+  X(dwarf_siblingof) \
+  X(dwarf_tag) \
+  X(dwarf_attr) \
+  X(dwarf_attr_integrate) \
+  X(dwarf_formstring) \
+  X(dwarf_formudata) \
+  X(dwarf_ranges)
+// clang-format on
+
 struct LibDw {
-  decltype(&::dwfl_begin) dwfl_begin;
-  decltype(&::dwfl_end) dwfl_end;
-  decltype(&::dwfl_report_begin) dwfl_report_begin;
-  decltype(&::dwfl_report_end) dwfl_report_end;
-  decltype(&::dwfl_linux_proc_report) dwfl_linux_proc_report;
-  decltype(&::dwfl_linux_proc_find_elf) dwfl_linux_proc_find_elf;
-  decltype(&::dwfl_build_id_find_debuginfo) dwfl_build_id_find_debuginfo;
-  decltype(&::dwfl_addrmodule) dwfl_addrmodule;
-  decltype(&::dwfl_module_info) dwfl_module_info;
-  decltype(&::dwfl_module_getsymtab) dwfl_module_getsymtab;
-  decltype(&::dwfl_module_getsym_info) dwfl_module_getsym_info;
-  decltype(&::dwfl_module_getsrc) dwfl_module_getsrc;
-  decltype(&::dwfl_lineinfo) dwfl_lineinfo;
-  decltype(&::dwfl_module_addrdie) dwfl_module_addrdie;
-  decltype(&::dwarf_dieoffset) dwarf_dieoffset;
-  decltype(&::dwarf_getsrcfiles) dwarf_getsrcfiles;
-  decltype(&::dwarf_filesrc) dwarf_filesrc;
-  decltype(&::dwarf_child) dwarf_child;
-  decltype(&::dwarf_siblingof) dwarf_siblingof;
-  decltype(&::dwarf_tag) dwarf_tag;
-  decltype(&::dwarf_attr) dwarf_attr;
-  decltype(&::dwarf_attr_integrate) dwarf_attr_integrate;
-  decltype(&::dwarf_formstring) dwarf_formstring;
-  decltype(&::dwarf_formudata) dwarf_formudata;
-  decltype(&::dwarf_ranges) dwarf_ranges;
+#define OPSCOPE_LIBDW_MEMBER(name) decltype(&::name) name = nullptr;
+  OPSCOPE_LIBDW_FUNCTIONS(OPSCOPE_LIBDW_MEMBER)
+#undef OPSCOPE_LIBDW_MEMBER
   // Separate debug info is looked up by build id in the local debug directories only (see
   // the top comment): dwfl_build_id_find_debuginfo, unlike dwfl_standard_find_debuginfo,
   // never asks a debuginfod server.
-  Dwfl_Callbacks callbacks;
+  Dwfl_Callbacks callbacks{};
 };
 
 char* g_debuginfo_path = nullptr;  // nullptr: elfutils' default directories
-
-template <typename F>
-bool resolve(void* lib, const char* name, F& out) {
-  out = reinterpret_cast<F>(::dlsym(lib, name));
-  return out != nullptr;
-}
 
 // libdw, loaded on first use (kept for the process's life); nullptr when it is not there or
 // lacks a function: stacks then get what dladdr knows.
@@ -138,30 +140,12 @@ const LibDw* load_libdw() {
   void* lib = ::dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return nullptr;
   auto dw = std::make_unique<LibDw>();
-  const bool all =
-      resolve(lib, "dwfl_begin", dw->dwfl_begin) && resolve(lib, "dwfl_end", dw->dwfl_end) &&
-      resolve(lib, "dwfl_report_begin", dw->dwfl_report_begin) &&
-      resolve(lib, "dwfl_report_end", dw->dwfl_report_end) &&
-      resolve(lib, "dwfl_linux_proc_report", dw->dwfl_linux_proc_report) &&
-      resolve(lib, "dwfl_linux_proc_find_elf", dw->dwfl_linux_proc_find_elf) &&
-      resolve(lib, "dwfl_build_id_find_debuginfo", dw->dwfl_build_id_find_debuginfo) &&
-      resolve(lib, "dwfl_addrmodule", dw->dwfl_addrmodule) &&
-      resolve(lib, "dwfl_module_info", dw->dwfl_module_info) &&
-      resolve(lib, "dwfl_module_getsymtab", dw->dwfl_module_getsymtab) &&
-      resolve(lib, "dwfl_module_getsym_info", dw->dwfl_module_getsym_info) &&
-      resolve(lib, "dwfl_module_getsrc", dw->dwfl_module_getsrc) &&
-      resolve(lib, "dwfl_lineinfo", dw->dwfl_lineinfo) &&
-      resolve(lib, "dwfl_module_addrdie", dw->dwfl_module_addrdie) &&
-      resolve(lib, "dwarf_dieoffset", dw->dwarf_dieoffset) &&
-      resolve(lib, "dwarf_getsrcfiles", dw->dwarf_getsrcfiles) &&
-      resolve(lib, "dwarf_filesrc", dw->dwarf_filesrc) &&
-      resolve(lib, "dwarf_child", dw->dwarf_child) &&
-      resolve(lib, "dwarf_siblingof", dw->dwarf_siblingof) &&
-      resolve(lib, "dwarf_tag", dw->dwarf_tag) && resolve(lib, "dwarf_attr", dw->dwarf_attr) &&
-      resolve(lib, "dwarf_attr_integrate", dw->dwarf_attr_integrate) &&
-      resolve(lib, "dwarf_formstring", dw->dwarf_formstring) &&
-      resolve(lib, "dwarf_formudata", dw->dwarf_formudata) &&
-      resolve(lib, "dwarf_ranges", dw->dwarf_ranges);
+  bool all = true;
+#define OPSCOPE_LIBDW_RESOLVE(name)                                     \
+  dw->name = reinterpret_cast<decltype(dw->name)>(::dlsym(lib, #name)); \
+  all = all && dw->name != nullptr;
+  OPSCOPE_LIBDW_FUNCTIONS(OPSCOPE_LIBDW_RESOLVE)
+#undef OPSCOPE_LIBDW_RESOLVE
   if (!all) {
     ::dlclose(lib);
     return nullptr;
@@ -182,6 +166,7 @@ const LibDw* libdw() {
 
 // libdw, for code that runs only once a session was opened (so it was loaded).
 const LibDw& dw() { return *libdw(); }
+#undef OPSCOPE_LIBDW_FUNCTIONS
 
 // A function symbol: [start, end) in process addresses. Names point into libdw's copy of
 // the string table, valid while the Dwfl is open.

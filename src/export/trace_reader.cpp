@@ -441,7 +441,13 @@ class EventReader : public TextWalker {
     bool args_any = false;
     EventKind kind = EventKind::kOther;
     RecordScope scope = RecordScope::kFunction;
-    bool left_out = false;  // a CPU range the options leave out: only its thread is read further
+    bool left_out = false;     // a CPU range the options leave out: only its thread is read further
+    bool range_asked = false;  // leaves_out() was asked, with the phase, category and name known
+    const auto ask_left_out = [&] {
+      if (range_asked || ph.empty() || cat.empty() || name.empty()) return;
+      range_asked = true;
+      left_out = leaves_out(ph, cat, name);
+    };
 
     for (auto field : e) {
       // The key compared as it is written, without unescaping it into a buffer: every field
@@ -467,9 +473,10 @@ class EventReader : public TextWalker {
         check(v.get_string().get(ph), "\"ph\" as a string");
         // A flow left out is left as soon as its phase is known (the walk skips the rest).
         if (!options_.flows && is_flow_phase(ph)) return;
+        ask_left_out();
       } else if (k[0] == 'c' && key_is("cat")) {
         check(v.get_string().get(cat), "\"cat\" as a string");
-        left_out = leaves_out(ph, cat, name);
+        ask_left_out();
       } else if (k[0] == 'n' && key_is("name")) {
         od::json_type type = od::json_type::null;
         check(v.type().get(type), "a name");
@@ -478,7 +485,7 @@ class EventReader : public TextWalker {
         } else {
           name = raw_of(v, "a name");
         }
-        left_out = leaves_out(ph, cat, name);
+        ask_left_out();
       } else if (k[0] == 'p' && key_is("pid")) {
         pid = read_id(v);
         if (!pid.text.empty()) note_text_pid(pid.text);
@@ -517,7 +524,8 @@ class EventReader : public TextWalker {
       ++piece_->skipped;
       return;
     }
-    if (left_out || leaves_out(ph, cat, name)) {
+    ask_left_out();  // in case the phase, category or name came last
+    if (left_out) {
       ++piece_->threads[static_cast<std::size_t>(thread_index(pid, tid))].cpu_ranges;
       return;
     }
@@ -557,11 +565,9 @@ class EventReader : public TextWalker {
   }
 
   // Whether a complete event is a CPU range other than a profiler step, which the options
-  // leave out (TraceReadOptions::cpu_ranges): known once its phase, category and name are.
+  // leave out (TraceReadOptions::cpu_ranges), from its phase, category and name.
   bool leaves_out(std::string_view ph, std::string_view cat, std::string_view name) const {
-    if (options_.cpu_ranges || name.empty() || cat.empty() || ph.size() != 1 || ph[0] != 'X') {
-      return false;
-    }
+    if (options_.cpu_ranges || ph.size() != 1 || ph[0] != 'X') return false;
     RecordScope scope = RecordScope::kFunction;
     return kind_of(cat, scope) == EventKind::kRange && !internal::is_profiler_step(name);
   }
@@ -1660,11 +1666,11 @@ class PieceQueue {
     Piece piece;
     State state = State::kFree;
   };
-  Slot& slot(std::uint64_t n) { return *slots_[n % slots_.size()]; }
+  Slot& slot(std::uint64_t n) const { return *slots_[n % slots_.size()]; }
 
   bool head_joinable() const {
     return !joining_ && failure_ == nullptr && head_ != tail_ &&
-           slots_[head_ % slots_.size()]->state == State::kParsed;
+           slot(head_).state == State::kParsed;
   }
 
   void throw_failure() const {

@@ -179,6 +179,14 @@ TEST(Symbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
 // never symbolizes (the command line printing its version) does not load it, and one that
 // does has it loaded afterwards.
 TEST(Symbolizer, LibdwIsLoadedOnlyToSymbolize) {
+#if __has_include(<elfutils/libdwfl.h>)
+  // opscope was built with libdw's headers (its build finds them where this test's does): where
+  // libdw.so.1 can be loaded, the symbolizer must have loaded it, not quietly gone without.
+  if (void* lib = ::dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL); lib != nullptr) {
+    ::dlclose(lib);
+    ASSERT_TRUE(Symbolizer::reads_debug_info()) << "libdw.so.1 loads, yet the symbolizer has none";
+  }
+#endif
   SKIP_WITHOUT_LIBDW();
   Symbolizer s;
   s.resolve(reinterpret_cast<std::uint64_t>(&opscope_symbolizer_test::capture_here) + 1);
