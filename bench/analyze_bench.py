@@ -20,8 +20,8 @@ copy shifted in time past the previous one with its own ids and steps, so the re
 longer run of the same job. Every time is a whole process (what a user waits
 for: start, read, report, exit), the median of --runs; HTA's also split into its import and
 its own load + report (measured inside its process). opscope's runs against HTA are
-interleaved with HTA's (before, between and after them), so that both see the same load. Prints a table and writes it as JSON to
-build/bench-results/analyze-<date-time>.json.
+interleaved with HTA's (before, between and after them), so that both see the same load.
+Prints a table and writes it as JSON to build/bench-results/analyze-<date-time>.json.
 """
 import argparse
 import atexit
