@@ -2,7 +2,7 @@
 """`opscope analyze` against Holistic Trace Analysis and against the physical floor, in one run.
 
     /usr/bin/python3 bench/analyze_bench.py [--build build] [--runs 18] [--hta-runs 5]
-                                            [--big-gb 2] [--keep DIR]
+                                            [--big-gb 2] [--keep DIR] [--baseline BUILD]
 
 Issue 19's targets, each measured here side by side:
   1. a .json.gz trace: load + report in at most 2 x the time `zcat` takes to inflate it;
@@ -21,6 +21,10 @@ longer run of the same job. Every time is a whole process (what a user waits
 for: start, read, report, exit), the median of --runs; HTA's also split into its import and
 its own load + report (measured inside its process). opscope's runs against HTA are
 interleaved with HTA's (before, between and after them), so that both see the same load.
+With --baseline (the build folder of an earlier commit, e.g. of a clean clone), that build's
+`opscope analyze` of the .json is timed too, its runs alternated with this build's, so that a
+change is measured before and after under the same load: minutes apart, the same binary here
+differs by 10 % or more, and HTA with it.
 Prints a table and writes it as JSON to build/bench-results/analyze-<date-time>.json.
 """
 import argparse
@@ -110,12 +114,15 @@ def main():
     p.add_argument("--hta-runs", type=int, default=5)
     p.add_argument("--big-gb", type=float, default=2.0)
     p.add_argument("--keep", help="keep the generated traces in this directory")
+    p.add_argument("--baseline", help="an earlier build folder to time against this one")
     a = p.parse_args()
     opscope = os.path.join(a.build, "tools/opscope")
+    baseline = os.path.join(a.baseline, "tools/opscope") if a.baseline else None
     floor = os.path.join(a.build, "bench/trace_walk_floor")
     for path, what in ((opscope, "the opscope binary (build it first)"),
                        (floor, "bench/trace_walk_floor (build it first)"), (TRACE, "the trace"),
-                       (HTA, "Holistic Trace Analysis")):
+                       (HTA, "Holistic Trace Analysis"),
+                       (baseline or TRACE, "opscope binary in the --baseline build")):
         if not os.path.exists(path):
             raise SystemExit(f"no {what} at {path}")
     work = a.keep or tempfile.mkdtemp(prefix="opscope_analyze_bench_")
@@ -156,6 +163,15 @@ def main():
     # The floor under both: a bare simdjson walk of every field, nothing kept, one core.
     t_floor, _, _ = timed([floor, json_file], a.runs)
     inner = lambda outs: statistics.median(float(o.split()[1]) for o in outs)  # noqa: E731
+    if baseline:
+        mine, theirs = [], []
+        for _ in range(2 * a.runs):
+            mine += timed(analyze + [json_file], 1, peak=False, median=False)[0]
+            theirs += timed([baseline] + analyze[1:] + [json_file], 1, peak=False,
+                            median=False)[0]
+        results.update(baseline=os.path.abspath(a.baseline),
+                       baseline_json_s=statistics.median(theirs),
+                       against_baseline_json_s=statistics.median(mine))
     results.update(zcat_s=t_zcat, opscope_gz_s=t_gz, opscope_json_s=t_json,
                    opscope_json_one_thread_s=t_json1, walk_floor_s=t_floor, hta_gz_s=hta_gz,
                    hta_json_s=hta_json, hta_gz_inner_s=inner(out_gz),
@@ -218,6 +234,11 @@ def main():
         ("two such ranks", f"{t_two * 1e3:.0f} ms = {t_two / t_big:.2f} x one rank on one "
                            f"thread ({os.cpu_count()} cores)"),
     ]
+    if baseline:
+        t_mine, t_theirs = results["against_baseline_json_s"], results["baseline_json_s"]
+        rows.append(("against --baseline, .json",
+                     f"{t_mine * 1e3:.2f} ms, the baseline's {t_theirs * 1e3:.2f} ms = "
+                     f"{t_mine / t_theirs:.3f} x ({2 * a.runs} runs each, alternated)"))
     if a.big_gb > 0:
         rows.append(("generated trace", f"{mb(results['huge_json_bytes']):.0f} MB in "
                      f"{results['opscope_huge_s']:.1f} s, peak "

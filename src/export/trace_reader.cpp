@@ -24,9 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +47,7 @@
 #include <vector>
 
 #include "analysis/gpu_work.h"
+#include "export/event_blocks.h"
 #include "export/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
@@ -1326,10 +1324,12 @@ class StreamSplitter {
 
   // The events array from data[i] on: cuts between events, hands full pieces to on_events,
   // and returns where the walk stopped (n, or just past the ']' that closes the array). The
-  // text goes 64 bytes at a time (Block): which bytes lie in strings is computed for the whole
-  // block at once, and only its brackets (and its commas, once a cut is due) are visited one by
-  // one. A block with a backslash, and the tail of the chunk, go byte by byte (walk_bytes).
-  // The state lives in locals, so that the loop keeps it in registers.
+  // text goes 64 bytes at a time. Until a cut is due, skip_event_blocks() walks the blocks
+  // with no backslash and no ']' that could close the array (nearly all), counting their
+  // brackets. Another block has which bytes lie in strings computed for the whole block at
+  // once, and only its brackets (and its commas, once a cut is due) visited one by one; one
+  // with a backslash, and the tail of the chunk, go byte by byte (walk_bytes). The state lives
+  // in locals, so that the loop keeps it in registers.
   template <typename OnEvents>
   std::size_t walk_events(const char* data, std::size_t n, std::size_t i, std::size_t& seg,
                           OnEvents& on_events) {
@@ -1337,14 +1337,22 @@ class StreamSplitter {
     std::size_t closed_at = n;  // where the ']' closing the array stands, when it came
     std::size_t cut = n;        // where the comma of a cut stands
     while (i < n && closed_at == n) {
+      const std::size_t filled = events_.size() + (i - seg);
+      if (filled < batch_bytes_ && !w.escaped) {
+        // Up to where a cut falls due, the blocks with nothing in them to stop for are
+        // walked whole (skip_event_blocks); this loop goes on from the first that has.
+        internal::BlockWalk quick{w.in_string, w.depth};
+        i = internal::skip_event_blocks(data, i, std::min(n, i + (batch_bytes_ - filled)), quick);
+        w.in_string = quick.in_string;
+        w.depth = quick.depth;
+      }
       const bool cut_due = events_.size() + (i - seg) >= batch_bytes_;
       if (n - i >= 64 && !w.escaped) {
-        const Block b = Block::of(data + i, cut_due);
+        const internal::BlockMasks b = internal::block_masks(data + i, cut_due);
         if (b.backslash == 0) {
-          const std::uint64_t in_string = prefix_xor(b.quote) ^ (w.in_string ? ~0ULL : 0);
+          const std::uint64_t in_string = internal::prefix_xor(b.quote) ^ (w.in_string ? ~0ULL : 0);
           w.in_string = (in_string >> 63) != 0;
-          // The brackets, and the commas once a cut is due, in order (a block has one or two
-          // brackets on average; popcount is a call on the baseline x86-64 this is built for).
+          // The brackets, and the commas once a cut is due, in order.
           std::uint64_t marks = (b.open | b.close | (cut_due ? b.comma : 0)) & ~in_string;
           for (; marks != 0; marks &= marks - 1) {
             const std::size_t at = i + static_cast<std::size_t>(std::countr_zero(marks));
@@ -1443,70 +1451,6 @@ class StreamSplitter {
       }
     }
     return i;
-  }
-
-  // Bit b of each mask: whether byte b of 64 is that character.
-  struct Block {
-    std::uint64_t quote, backslash, open, close, comma;  // comma: only when asked
-    static Block of(const char* p, bool commas) {
-      Block b{};
-#if defined(__SSE2__)
-      for (int k = 0; k < 4; ++k) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
-        const auto bits = [k](__m128i x, char c) {
-          return static_cast<std::uint64_t>(static_cast<std::uint16_t>(
-                     _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(c)))))
-                 << (16 * k);
-        };
-        b.quote |= bits(v, '"');
-        b.backslash |= bits(v, '\\');
-        // '[' and ']' are '{' and '}' less 0x20, and no other byte is.
-        const __m128i folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
-        b.open |= bits(folded, '{');
-        b.close |= bits(folded, '}');
-        if (commas) b.comma |= bits(v, ',');
-      }
-#else
-      (void)commas;  // found either way
-      for (int k = 0; k < 64; ++k) {
-        const std::uint64_t bit = std::uint64_t{1} << k;
-        switch (p[k]) {
-          case '"':
-            b.quote |= bit;
-            break;
-          case '\\':
-            b.backslash |= bit;
-            break;
-          case '{':
-          case '[':
-            b.open |= bit;
-            break;
-          case '}':
-          case ']':
-            b.close |= bit;
-            break;
-          case ',':
-            b.comma |= bit;
-            break;
-          default:
-            break;
-        }
-      }
-#endif
-      return b;
-    }
-  };
-
-  // Bit b set when an odd number of bits at or below b are: with `quote`, the bytes from an
-  // opening quote up to (not including) its closing one.
-  static std::uint64_t prefix_xor(std::uint64_t x) {
-    x ^= x << 1;
-    x ^= x << 2;
-    x ^= x << 4;
-    x ^= x << 8;
-    x ^= x << 16;
-    x ^= x << 32;
-    return x;
   }
 
   // Not inlined into feed(): the byte walk stays a small loop of its own (with the reading of a
