@@ -407,6 +407,12 @@ class EventReader : public TextWalker {
     piece.clear();
     place_ = Place{text, offset, INT64_MAX, 0, /*streamed=*/true, nullptr};
     try {
+      if (parser.capacity() < text.size()) {
+        // Room for pieces a little longer than this one too: a piece ends after the event that
+        // crosses its nominal size, and each longer one would otherwise have the parser's
+        // buffers allocated, and their pages written, anew.
+        check(parser.allocate(text.size() + text.size() / 8), "room to parse the events");
+      }
       od::document doc;
       check(parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING)
                 .get(doc),
@@ -1466,6 +1472,9 @@ class StreamSplitter {
       on_events(events_, size, events_offset_ - 1);  // which may take the buffer, giving another
     }
     events_.assign(1, '[');
+    // Room for the whole piece (its last event crosses the nominal size; then the padding),
+    // so that the buffer is not moved, and more fresh pages written, as the piece grows.
+    events_.reserve(batch_bytes_ + batch_bytes_ / 8 + simdjson::SIMDJSON_PADDING);
   }
 
   // Outside the events: follows strings and nesting to find the top-level key "traceEvents"
