@@ -75,6 +75,10 @@ struct TraceReadOptions {
   // are read; only its pid and tid are read further, so that the recording process is still
   // the one with the most CPU ranges (ProfilerResult::pid()).
   bool cpu_ranges = true;
+  // The args of the events that no field of the model holds (ProfilerResult::other_args: a
+  // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
+  // writes them back.
+  bool other_args = true;
 };
 
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the

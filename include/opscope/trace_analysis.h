@@ -236,6 +236,7 @@ struct ReportKind {
   bool reads_flows = false;           // flow events
   // CPU ranges other than the profiler steps (implied by reads_cpu_range_args).
   bool reads_cpu_ranges = false;
+  bool reads_other_args = false;  // the args no field holds (a copy's "memory bandwidth (GB/s)")
 };
 std::span<const ReportKind> report_kinds();
 

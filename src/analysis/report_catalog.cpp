@@ -56,12 +56,14 @@ const Entry kEntries[] = {
       "per rank and stream: the launch queue's length (queue_length) and the time it was full "
       "(queue_full); per rank and kind of copy: the copy bandwidth in GB/s (memory_bw)",
       // queue_full's trace duration runs from the first kept event of any kind to the last
-      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
+      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true,
+      /*reads_other_args=*/true},
      queue_report},
     {{"counters", "get_queue_length_time_series, get_memory_bw_time_series",
       "per rank: each change of a stream's launch queue length (queue_length_time_series) and "
       "of a kind of copy's bandwidth (memory_bw_time_series), over time",
-      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true},
+      /*reads_cpu_range_args=*/false, /*reads_flows=*/false, /*reads_cpu_ranges=*/true,
+      /*reads_other_args=*/true},
      counter_series_report},
     {{"ops", "key_averages().table()",
       "the operator table, per rank: operators and runtime calls (CPU time), GPU work (CUDA "

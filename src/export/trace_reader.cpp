@@ -717,7 +717,7 @@ class EventReader : public TextWalker {
       } else {
         kept = false;
       }
-      if (kept) continue;
+      if (kept || !options_.other_args) continue;
       add_other_arg(other, key, value_raw);
     }
     if (!other.empty()) e.other_args = keep_other_args(other);
@@ -852,7 +852,7 @@ class EventReader : public TextWalker {
         m.total_reserved = n;
       } else if (is(key, "opscope action") && value_raw == "\"version\"") {
         version = true;
-      } else {
+      } else if (options_.other_args) {
         add_other_arg(other, key, value_raw);
       }
     }
@@ -1829,11 +1829,13 @@ TraceReadOptions what_reports_read(std::span<const std::string> reports) {
   read.cpu_range_args = false;
   read.flows = false;
   read.cpu_ranges = false;
+  read.other_args = false;
   for (const ReportKind& k : report_kinds()) {
     if (std::find(reports.begin(), reports.end(), k.name) == reports.end()) continue;
     read.cpu_range_args = read.cpu_range_args || k.reads_cpu_range_args;
     read.flows = read.flows || k.reads_flows;
     read.cpu_ranges = read.cpu_ranges || k.reads_cpu_ranges || k.reads_cpu_range_args;
+    read.other_args = read.other_args || k.reads_other_args;
   }
   return read;
 }

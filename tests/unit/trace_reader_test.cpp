@@ -208,6 +208,34 @@ TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
   const auto argless = read_traces(paths, 2, no_args);
   EXPECT_EQ(argless[0]->flows().size(), whole[0]->flows().size());
   EXPECT_EQ(count_args(*argless[0]).first, 0u);
+  // Without the args no field holds: none kept, every field as a whole read has it.
+  TraceReadOptions no_other = less;
+  no_other.other_args = false;
+  const auto fields = [](const ProfilerResult& r) {
+    std::vector<std::tuple<std::string, int, std::int64_t, std::int64_t, std::int32_t, std::int64_t,
+                           std::int64_t, std::int64_t, std::int64_t>>
+        v;
+    for (const Event& e : r.events()) {
+      const EventDetail* d = r.detail(e);
+      v.emplace_back(std::string(e.name), static_cast<int>(e.kind), e.start_ns, e.end_ns, e.thread,
+                     d != nullptr ? d->gpu.correlation : -1, d != nullptr ? d->gpu.stream : -1,
+                     d != nullptr ? d->gpu.bytes : -1, d != nullptr ? d->memory.bytes : 0);
+    }
+    return v;
+  };
+  const auto with_other = [](const ProfilerResult& r) {
+    std::size_t n = 0;
+    for (const Event& e : r.events()) n += r.other_args(e).empty() ? 0 : 1;
+    return n;
+  };
+  ASSERT_GT(with_other(*whole[0]), 1000u);
+  for (const unsigned threads : {1u, 2u}) {
+    SCOPED_TRACE(threads);
+    const auto otherless = read_traces(paths, threads, no_other);
+    EXPECT_EQ(with_other(*otherless[0]), 0u);
+    EXPECT_EQ(fields(*otherless[0]), fields(*read_traces(paths, threads, less)[0]));
+  }
+  EXPECT_EQ(with_other(*internal::read_trace_whole(plain, no_other)), 0u);
   // Without the CPU ranges: the profiler steps stay, every other event is as a whole read has
   // it, and the recording process is the same one.
   TraceReadOptions no_ranges = less;
