@@ -18,7 +18,7 @@ template <BlockMasks (*Of)(const char*)>
                                                BlockWalk& walk) {
   bool in_string = walk.in_string;
   int depth = walk.depth;
-  for (; i < end && end - i >= 64; i += 64) {
+  for (; i + 64 <= end; i += 64) {
     const BlockMasks m = Of(text + i);
     if (m.backslash != 0) break;  // an escaped quote would not toggle the string
     const std::uint64_t inside = prefix_xor(m.quote) ^ (in_string ? ~std::uint64_t{0} : 0);
