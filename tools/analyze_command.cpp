@@ -15,6 +15,7 @@
 #include "export/sink.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 #include "trace_inputs.h"
 

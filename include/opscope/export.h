@@ -15,12 +15,19 @@
 #include <vector>
 
 #include "opscope/result.h"
-#include "opscope/trace_analysis.h"
 
 namespace opscope {
 
-// Writes the Kineto-style Chrome trace to `path`; gzip when the path ends in ".gz".
-// `trace_name` is written as "traceName" (the path when empty).
+// Writes the trace of `result` to `path` in the format named `format`, or, when it is empty,
+// in the format the path's suffix names; gzip when the path ends in ".gz". The formats:
+//   "chrome"  .json, .json.gz   the Kineto-style Chrome trace (below)
+// Throws opscope::Error for an unknown format or suffix (naming the ones known), or when the
+// file cannot be written.
+void export_trace(const ProfilerResult& result, const std::string& path,
+                  std::string_view format = {});
+
+// Writes the Kineto-style Chrome trace to `path`, whatever its suffix; gzip when the path ends
+// in ".gz". The path is written as "traceName". export_trace(result, path, "chrome").
 void export_chrome_trace(const ProfilerResult& result, const std::string& path);
 
 // The same document as a string (uncompressed).
@@ -91,28 +98,5 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(
 // What a read must keep for the reports named `reports` (ReportKind::name, as run_report()
 // takes them; unknown names ask for nothing): what `opscope analyze` reads for its --report.
 TraceReadOptions what_reports_read(std::span<const std::string> reports);
-
-// HTA's generate_trace_with_counters (opscope/trace_analysis.h has the series), for every
-// rank: writes trace_paths[i] (the file
-// ranks[i] was read from) to out_paths[i] with the queue-length and copy-bandwidth time
-// series appended to its traceEvents as counter events ("ph":"C"), as HTA writes them:
-//   {"pid": <GPU pid>, "ts": <us>, "args": {"Queue Length": 3}, "ph": "C",
-//    "name": "Queue Length", "id": <stream>}
-//   {"pid": <GPU pid>, "ts": <us>, "args": {"Memcpy BW": 12.5}, "ph": "C", "name": "Memcpy DtoH"}
-// at the trace's own times. Every byte of the original outside the end of traceEvents is kept
-// as it was; the output is gzip when its name ends in ".gz" (HTA gzips whatever the name).
-// Each file is written under a temporary name and all are renamed at the end, so on failure
-// (an Error naming the file and the reason) no output is left half written.
-void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                                std::span<const std::string> trace_paths,
-                                std::span<const std::string> out_paths,
-                                const ReportOptions& options = {});
-
-// Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
-// name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
-// ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
-// table when there are several) or HTML (one self-contained page: every table, and charts of
-// the temporal breakdown, idle time, kernel types and kernel durations across ranks).
-std::string format_reports(std::span<const Report> reports, ReportFormat format);
 
 }  // namespace opscope

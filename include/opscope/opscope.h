@@ -24,6 +24,7 @@
 #include "opscope/ondemand.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
+#include "opscope/report_output.h"
 #include "opscope/result.h"
 #include "opscope/sampling.h"
 #include "opscope/schedule.h"

@@ -247,6 +247,6 @@ std::vector<Report> run_report(std::string_view name,
                                const ReportOptions& options = {});
 
 enum class ReportFormat { kText, kJson, kCsv, kHtml };
-// format_reports() (opscope/export.h) writes reports in each format.
+// format_reports() (opscope/report_output.h) writes reports in each format.
 
 }  // namespace opscope

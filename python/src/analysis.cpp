@@ -19,6 +19,7 @@
 #include "bindings.h"
 #include "common.h"
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope::python {

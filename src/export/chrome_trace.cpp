@@ -620,11 +620,6 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
 
 namespace opscope {
 
-void export_chrome_trace(const ProfilerResult& result, const std::string& path) {
-  std::unique_ptr<internal::Sink> sink = internal::open_file_sink(path, {.what = "Chrome trace"});
-  internal::write_chrome_trace(result, path, *sink);
-}
-
 std::string chrome_trace_json(const ProfilerResult& result, const std::string& trace_name) {
   internal::MemorySink sink;
   // An event takes 150 to 200 bytes: one allocation instead of a doubling series.

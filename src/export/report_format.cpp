@@ -9,6 +9,7 @@
 #include "export/json_writer.h"
 #include "export/report_html.h"
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 
 namespace opscope {
 namespace {

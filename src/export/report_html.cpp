@@ -5,6 +5,7 @@
 // the duration distribution of the top kernels across ranks. Every report also comes as a
 // table with every row, so nothing is only in a picture.
 #include "export/report_html.h"
+#include "opscope/report_output.h"
 
 #include <fmt/format.h>
 

@@ -17,6 +17,7 @@
 #include "export/sink.h"
 #include "export/trace_text.h"
 #include "opscope/error.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {

@@ -323,7 +323,7 @@ KeyAverages Profiler::key_averages(bool group_by_input_shape, int group_by_stack
 }
 
 void Profiler::export_chrome_trace(const std::string& path) const {
-  opscope::export_chrome_trace(result(), path);
+  opscope::export_trace(result(), path, "chrome");
 }
 
 void Profiler::export_stacks(const std::string& path, const std::string& metric) const {

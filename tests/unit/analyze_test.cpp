@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"

@@ -1,4 +1,5 @@
-// What the allocator hook (libopscope_memhook.so) calls in the program's copy of opscope.
+// The record layer's entry for the allocator hook (libopscope_memhook.so, src/memhook/): what
+// the hook calls in the program's copy of opscope.
 // Not API: the hook and src/record/memory.cpp, which defines it, are built from one tree.
 //
 // The hook is a separate shared library that refers to this function weakly, so its name and
