@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "backend/cuda_probe.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 
 namespace opscope::backend {
 namespace {

@@ -19,7 +19,7 @@
 #include "analysis/flops.h"
 #include "analysis/inputs_text.h"
 #include "analysis/stacks.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "util/program_name.h"

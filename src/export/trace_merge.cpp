@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "export/json_writer.h"
 #include "export/trace_text.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 

@@ -13,9 +13,9 @@
 
 #include "analysis/counters.h"
 #include "analysis/gpu_work.h"
-#include "export/json_writer.h"
 #include "export/sink.h"
 #include "export/trace_text.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"

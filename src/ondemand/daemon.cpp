@@ -18,8 +18,8 @@
 #include <system_error>
 #include <thread>
 
-#include "export/json_reader.h"
-#include "export/json_writer.h"
+#include "json/json_reader.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/version.h"
 

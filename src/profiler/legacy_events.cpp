@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "backend/cuda_events.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/legacy.h"
 #include "util/program_name.h"

@@ -11,7 +11,7 @@
 #include "backend/cuda_events.h"
 #include "backend/cuda_probe.h"
 #include "collect/collector.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"

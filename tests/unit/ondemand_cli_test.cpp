@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "export/json_reader.h"
+#include "json/json_reader.h"
 #include "ondemand/daemon.h"
 #include "opscope/version.h"
 #include "support/cli_test_support.h"

@@ -15,7 +15,7 @@
 #include <random>
 #include <thread>
 
-#include "export/json_reader.h"
+#include "json/json_reader.h"
 #include "ondemand/daemon.h"
 #include "support/test_support.h"
 

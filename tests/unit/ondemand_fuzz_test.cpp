@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "export/json_reader.h"
+#include "json/json_reader.h"
 #include "ondemand/config.h"
 #include "ondemand/daemon.h"
 #include "ondemand/ipc.h"

@@ -65,3 +65,12 @@ JsonValue parse_json(std::string_view text);
 std::string_view json_type_name(JsonValue::Type type) noexcept;
 
 }  // namespace opscope::internal
+
+namespace opscope {
+
+// Whether `text` is one complete JSON value, else false and, when `error` is given, why.
+// Public API, documented (with its default argument) in opscope/export.h; declared here too so
+// that this layer, below export, defines it without including an export-layer header.
+bool is_valid_json(std::string_view text, std::string* error);
+
+}  // namespace opscope

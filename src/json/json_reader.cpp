@@ -1,13 +1,12 @@
-#include "export/json_reader.h"
+#include "json/json_reader.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
-#include "opscope/export.h"
 
 namespace opscope::internal {
 namespace {

@@ -1,4 +1,4 @@
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 
 #include <array>
 #include <charconv>
