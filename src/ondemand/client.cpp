@@ -76,9 +76,13 @@ std::atomic<std::int64_t> g_steps{0};
 // leaves its fast path.
 std::atomic<bool> g_iteration_armed{false};
 
+// The request's activities reach the backends: CPU ranges always, GPU activity unless
+// ACTIVITIES_ENABLED=false. Where the GPU's cannot be recorded, the Profiler records the rest,
+// warns, and lists it in the trace's "opscope_not_recorded".
 ProfilerConfig profiler_config(const CaptureRequest& r) {
   ProfilerConfig c;
   c.activities = {ActivityType::kCPU};
+  if (r.gpu_activities) c.activities.push_back(ActivityType::kCUDA);
   c.lenses = r.lenses;
   return c;
 }

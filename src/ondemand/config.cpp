@@ -42,7 +42,6 @@ std::optional<bool> parse_bool(std::string_view v) {
 // event profiling, logging and warm-up settings that a CPU-only profiler has no use for.
 constexpr std::string_view kIgnoredKeys[] = {
     "REQUEST_GROUP_TRACE_ID",
-    "ACTIVITIES_ENABLED",
     "ACTIVITY_TYPES",
     "ACTIVITIES_WARMUP_PERIOD_SECS",
     "ACTIVITIES_WARMUP_ITERATIONS",
@@ -173,6 +172,16 @@ constexpr ConfigKey kConfigKeys[] = {
        if (r.kind == CaptureKind::kIterations && r.start_iteration_roundup > 1) {
          write_number(out, r.start_iteration_roundup);
        }
+     }},
+    {"ACTIVITIES_ENABLED", kBool,
+     [](std::string_view v, CaptureRequest& r, Seen&) {
+       const auto b = parse_bool(v);
+       if (!b) return false;
+       r.gpu_activities = *b;
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (!r.gpu_activities) out += "false";
      }},
     {kLensKeys[0], kBool, read_lens<0>, write_lens<0>},
     {kLensKeys[1], kBool, read_lens<1>, write_lens<1>},

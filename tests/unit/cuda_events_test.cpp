@@ -91,12 +91,13 @@ std::shared_ptr<const ProfilerResult> record(const std::function<void()>& work) 
   static int owner;
   session::Recorder::claim(&owner, "the test");
   session::Recorder recorder;
+  backend::set_cuda_event_api_for_testing(&api);
   session::WindowOptions w;
-  w.cuda_event_threads = [] { return t_selected; };
-  w.cuda_event_api = &api;
+  w.request.timed_range_threads = [] { return t_selected; };
   recorder.start_window(w);
   work();
   auto result = recorder.stop_window({});
+  backend::set_cuda_event_api_for_testing(nullptr);
   session::Recorder::release(&owner);
   return result;
 }

@@ -1,4 +1,4 @@
-#include "backend/cupti_backend.h"
+#include "backend/cupti_tracer.h"
 
 #include <dlfcn.h>
 

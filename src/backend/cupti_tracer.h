@@ -11,7 +11,8 @@
 // CuptiRecords. Buffers come from a budget (the window's buffer limit); what CUPTI could not
 // hand over is counted in SessionStats::events_dropped.
 //
-// Built only with CUPTI's headers (OPSCOPE_CUPTI). Not yet run on a GPU: a session uses it
+// Built only with CUPTI's headers (OPSCOPE_CUPTI). Its row in the backend registry is "cuda"
+// (cuda_backend.cpp), which is built without them too. Not yet run on a GPU: a session uses it
 // only where OPSCOPE_EXPERIMENTAL_CUPTI=1 is set (cuda_probe.cpp).
 #pragma once
 
