@@ -223,11 +223,34 @@ Report kernel_duration_distribution(std::span<const std::shared_ptr<const Profil
 Report frequent_cuda_kernel_sequences(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                       const ReportOptions& options = {});
 
-// A report `opscope analyze --report NAME` and run_report() know.
+// A method of HTA's TraceAnalysis that answers with a table of a report. The Python package's
+// TraceAnalysis (python/opscope/analysis.py) has one method per row of every report: made from
+// the row when its `form` says how, else written there by hand (HTA's signature needs more).
+struct ReportMethod {
+  std::string_view name = {};   // HTA's method name ("get_temporal_breakdown")
+  std::string_view table = {};  // the Report::name it answers with (the first of several)
+  enum class Form {
+    kHandWritten,  // python/opscope/analysis.py defines it
+    kJobTable,     // (visualize=True) -> DataFrame: the table over every rank
+    kRankTable,    // (ranks=None) -> DataFrame: the table over `ranks`, every rank by default
+    kDescribe,     // (ranks=None) -> DataFrame: a describe() table indexed by the columns
+                   // before "count", under `series`; rank 0 by default, as in HTA
+    kSeries,       // (ranks=None) -> {rank: DataFrame}: run over every rank at once (the
+                   // times count from the job's first event); rank 0 by default, as in HTA
+  };
+  Form form = Form::kHandWritten;
+  std::string_view doc = {};     // the method's docstring, for the forms made from the row
+  std::string_view series = {};  // kDescribe: the name over describe()'s columns
+};
+
+// A report `opscope analyze --report NAME` and run_report() know. A report is a file of
+// src/analysis/reports/ holding its function and this row (src/analysis/report_catalog.h):
+// run_report() reaches it by name, so it needs no declaration here. The functions declared above
+// are the reports that came before that, kept for their callers.
 struct ReportKind {
-  std::string_view name;     // "temporal", ...
-  std::string_view hta;      // the HTA method it answers like
-  std::string_view summary;  // one line for --help
+  std::string_view name = {};     // "temporal", ...
+  std::string_view hta = {};      // the HTA method it answers like
+  std::string_view summary = {};  // one line for --help
   // What the report reads beyond every event's name, kind, times and thread and the args of
   // GPU work and runtime calls: a trace read for it alone may leave the rest out
   // (TraceReadOptions in opscope/export.h; tests/unit/analyze_test.cpp checks each report the
@@ -237,6 +260,10 @@ struct ReportKind {
   // CPU ranges other than the profiler steps (implied by reads_cpu_range_args).
   bool reads_cpu_ranges = false;
   bool reads_other_args = false;  // the args no field holds (a copy's "memory bandwidth (GB/s)")
+  // The ReportOptions fields it reads by their names ("num_kernels", ...), beyond
+  // drop_last_step and first_position, which every report reads.
+  std::span<const std::string_view> options = {};
+  std::span<const ReportMethod> methods = {};  // HTA's methods it answers
 };
 std::span<const ReportKind> report_kinds();
 

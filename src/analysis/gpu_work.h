@@ -1,5 +1,5 @@
 // The GPU work of a rank as Holistic Trace Analysis sees it, shared by the reports of
-// opscope/trace_analysis.h (src/analysis/*_reports.cpp): which events are GPU work and on
+// opscope/trace_analysis.h (src/analysis/reports/): which events are GPU work and on
 // which stream, which of them an analysis keeps (HTA drops the last profiler step), and the
 // interval arithmetic and statistics the reports are made of.
 #pragma once

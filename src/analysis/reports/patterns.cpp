@@ -1,11 +1,8 @@
-// Kernel-level reports of opscope/trace_analysis.h: how kernels were launched (HTA's
-// get_cuda_kernel_launch_stats), how the top kernels' durations spread on each rank (the charts
-// of get_gpu_kernel_breakdown), and which kernel sequences operators launch over and over
-// (get_frequent_cuda_kernel_sequences). Each follows HTA's sources (../shared/peers/hta,
-// hta/analyzers/cuda_kernel_analysis.py, breakdown_analysis.py, hta/common/trace_call_*.py);
-// tests/unit/analyze_kernel_reports_test.cpp runs both side by side on real traces.
+// The "patterns" report: HTA's get_frequent_cuda_kernel_sequences
+// (hta/analyzers/cuda_kernel_analysis.py) over HTA's call graph (hta/common/trace_call_*.py),
+// declared in opscope/trace_analysis.h; tests/unit/analyze_kernel_reports_test.cpp runs HTA
+// beside it on real traces.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -16,16 +13,16 @@
 #include <vector>
 
 #include "analysis/gpu_work.h"
+#include "analysis/hta_events.h"
+#include "analysis/report_catalog.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
 namespace {
 
 using internal::analyzed_events;
-using internal::analyzed_gpu_events;
 using internal::correlation_of;
-using internal::describe;
-using internal::Describe;
+using internal::in_hta_frame;
 using internal::stream_of;
 using internal::us;
 
@@ -36,185 +33,6 @@ std::vector<bool> as_mask(const std::vector<std::int32_t>& indices, std::size_t 
   for (const std::int32_t i : indices) mask[static_cast<std::size_t>(i)] = true;
   return mask;
 }
-
-// pandas' Series.quantile: linear interpolation at position q * (n - 1) of the sorted values.
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
-// ---------------------------------------------------------------------------------------------
-// launch
-
-// The runtime calls whose correlation ids HTA pairs with GPU work. cuLaunchKernel (triton) and
-// the hip* calls are not among them in HTA, so they are not here either.
-bool is_launch_call(std::string_view name, bool include_memory_events) {
-  if (name == "cudaLaunchKernel" || name == "cudaLaunchKernelExC" ||
-      name == "runFunction - job_prep_and_submit_for_execution") {
-    return true;
-  }
-  return include_memory_events && (name == "cudaMemcpyAsync" || name == "cudaMemsetAsync");
-}
-
-}  // namespace
-
-std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& options) {
-  Report launch;
-  launch.name = "launch";
-  launch.columns = {"rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"};
-  Report summary;
-  summary.name = "launch_summary";
-  summary.columns = {"rank",
-                     "launches",
-                     "short_kernels",
-                     "runtime_outliers",
-                     "launch_delay_outliers",
-                     "launch_delay_median",
-                     "launch_delay_p95"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  // Rows of all ranks, put in rank order at the end (the traces may come in any order).
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows, summaries;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    const std::vector<Event>& events = r.events();
-    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
-    // HTA takes what its trace filter kept (the last profiler step left out, by default).
-    const std::vector<std::int32_t> kept = analyzed_events(r, drop_last);
-    std::vector<std::int64_t> launched;  // correlation ids of the launch calls, sorted
-    for (const std::int32_t k : kept) {
-      const Event& e = events[static_cast<std::size_t>(k)];
-      const std::int64_t c = correlation_of(r, e);
-      if (c >= 0 && is_launch_call(e.name, options.include_memory_events)) launched.push_back(c);
-    }
-    std::sort(launched.begin(), launched.end());
-    const auto is_launched = [&](std::int64_t c) {
-      return std::binary_search(launched.begin(), launched.end(), c);
-    };
-    // CPU and GPU sides with such an id (HTA: stream -1 and not), each in time order; the
-    // rows pair them as pandas' inner merge does, in the CPU side's order.
-    std::vector<std::pair<std::int64_t, std::int32_t>> gpu;  // (correlation, event)
-    std::vector<std::int32_t> cpu;
-    for (const std::int32_t k : kept) {
-      const Event& e = events[static_cast<std::size_t>(k)];
-      const std::int64_t c = correlation_of(r, e);
-      if (c < 0 || !is_launched(c)) continue;
-      if (stream_of(r, e) < 0) {
-        cpu.push_back(k);
-      } else {
-        gpu.emplace_back(c, k);
-      }
-    }
-    const auto by_start = [&](std::int32_t a, std::int32_t b) {
-      const Event& x = events[static_cast<std::size_t>(a)];
-      const Event& y = events[static_cast<std::size_t>(b)];
-      return std::tie(x.start_ns, a) < std::tie(y.start_ns, b);
-    };
-    std::stable_sort(cpu.begin(), cpu.end(), by_start);
-    std::stable_sort(gpu.begin(), gpu.end(), [&](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : by_start(a.second, b.second);
-    });
-    std::int64_t short_kernels = 0, runtime_outliers = 0, delay_outliers = 0;
-    std::vector<double> delays;
-    for (const std::int32_t k : cpu) {
-      const Event& call = events[static_cast<std::size_t>(k)];
-      const std::int64_t c = correlation_of(r, call);
-      auto it = std::lower_bound(gpu.begin(), gpu.end(), std::make_pair(c, std::int32_t{-1}));
-      for (; it != gpu.end() && it->first == c; ++it) {
-        const Event& work = events[static_cast<std::size_t>(it->second)];
-        const double cpu_us = us(call.duration_ns());
-        const double gpu_us = us(work.duration_ns());
-        // A kernel can start before its launch call returns: HTA clips the delay at 0.
-        const double delay = std::max(0.0, us(work.start_ns - call.end_ns));
-        rows.push_back({rank, {rank, c, cpu_us, gpu_us, delay}});
-        // The cutoffs pick what HTA's three histograms plot.
-        if (cpu_us <= options.runtime_cutoff_us && gpu_us < cpu_us) ++short_kernels;
-        if (cpu_us > options.runtime_cutoff_us) ++runtime_outliers;
-        if (delay > options.launch_delay_cutoff_us) ++delay_outliers;
-        delays.push_back(delay);
-      }
-    }
-    summaries.push_back(
-        {rank,
-         {rank, static_cast<std::int64_t>(delays.size()), short_kernels, runtime_outliers,
-          delay_outliers, quantile(delays, 0.5), quantile(delays, 0.95)}});
-  }
-  internal::sort_by_rank(rows);
-  internal::sort_by_rank(summaries);
-  for (auto& [rank, row] : rows) launch.rows.push_back(std::move(row));
-  for (auto& [rank, row] : summaries) summary.rows.push_back(std::move(row));
-  return {std::move(summary), std::move(launch)};  // the summary reads first in text
-}
-
-// ---------------------------------------------------------------------------------------------
-// kernel-dist
-
-Report kernel_duration_distribution(Ranks ranks, const ReportOptions& options) {
-  Report report;
-  report.name = "kernel_dist";
-  report.columns = {"kernel_type", "name",     "rank", "count", "sum (us)", "mean (us)",
-                    "stddev",      "min (us)", "25%",  "50%",   "75%",      "max (us)"};
-  // The kernels HTA charts are the named rows of its "kernels" table: the top kernels of each
-  // type on each rank. Taking them from gpu_kernel_breakdown keeps the choice one definition.
-  std::vector<std::pair<std::string, std::string>> shown;  // (kernel_type, name), sorted
-  const std::vector<Report> breakdown = gpu_kernel_breakdown(ranks, options);
-  for (const Report& table : breakdown) {
-    if (table.name != "kernels") continue;
-    const auto column = [&](std::string_view name) {
-      return static_cast<std::size_t>(std::find(table.columns.begin(), table.columns.end(), name) -
-                                      table.columns.begin());
-    };
-    const std::size_t name_at = column("name"), type_at = column("kernel_type");
-    for (const std::vector<ReportCell>& row : table.rows) {
-      const std::string& name = std::get<std::string>(row[name_at]);
-      if (name != "others") shown.emplace_back(std::get<std::string>(row[type_at]), name);
-    }
-  }
-  std::sort(shown.begin(), shown.end());
-  shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
-
-  std::map<std::string, std::size_t, std::less<>> index_of;
-  for (std::size_t s = 0; s < shown.size(); ++s) index_of.emplace(shown[s].second, s);
-
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  // Per rank, each shown kernel's durations (us), in the order of `shown`.
-  std::vector<std::pair<std::int64_t, std::vector<std::vector<double>>>> per_rank;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    std::vector<std::vector<double>> durations(shown.size());
-    for (const std::int32_t k : analyzed_gpu_events(r, drop_last)) {
-      const Event& e = r.events()[static_cast<std::size_t>(k)];
-      // The name decides the type, so the name alone finds the kernel.
-      const auto it = index_of.find(e.name);
-      if (it != index_of.end()) durations[it->second].push_back(us(e.duration_ns()));
-    }
-    per_rank.emplace_back(rank_of(r, options.first_position + static_cast<std::int64_t>(i)),
-                          std::move(durations));
-  }
-  internal::sort_by_rank(per_rank);
-  // Kernel by kernel, the ranks side by side: what HTA's per-kernel bar chart compares.
-  for (std::size_t s = 0; s < shown.size(); ++s) {
-    for (const auto& [rank, durations] : per_rank) {
-      const std::vector<double>& v = durations[s];
-      if (v.empty()) continue;  // it did not run there
-      double sum = 0;
-      for (double x : v) sum += x;
-      const Describe d = describe(v);
-      report.rows.push_back({shown[s].first, shown[s].second, rank,
-                             static_cast<std::int64_t>(v.size()), sum, d.mean,
-                             v.size() > 1 ? d.std : 0.0, d.min, d.p25, d.p50, d.p75, d.max});
-    }
-  }
-  return report;
-}
-
-// ---------------------------------------------------------------------------------------------
-// patterns
-
-namespace {
 
 // HTA's CallGraph for one rank (hta/common/trace_call_graph.py, trace_call_stack.py): the CPU
 // events of each thread nested by interval containment, each GPU kernel a child of the runtime
@@ -230,13 +48,6 @@ struct CallGraph {
   std::vector<std::int64_t> num_kernels;  // GPU kernels in the subtree
   std::vector<std::int64_t> kernel_ns;    // and their summed duration
 };
-
-// Events HTA's parser keeps: complete events with a category other than "Trace" (instants,
-// allocation reports and flows have no duration there).
-bool hta_keeps(const ProfilerResult& r, const Event& e) {
-  return e.kind != EventKind::kInstant && e.kind != EventKind::kMemory &&
-         e.kind != EventKind::kAsyncRange && r.category(e) != "Trace";
-}
 
 // Nests the CPU events of one thread as HTA's CallStackGraph does: a sweep over their starts
 // and ends in HTA's order (_less_than), where each start becomes a child of the innermost open
@@ -318,7 +129,7 @@ CallGraph call_graph(const ProfilerResult& r, const std::vector<bool>& kept) {
     threads[t].tid = r.threads()[t].tid;
   }
   for (std::size_t k = 0; k < n; ++k) {
-    if (kept[k] && hta_keeps(r, events[k])) {
+    if (kept[k] && in_hta_frame(r, events[k])) {
       threads[static_cast<std::size_t>(events[k].thread)].rows.push_back(
           static_cast<std::int32_t>(k));
     }
@@ -363,7 +174,7 @@ CallGraph call_graph(const ProfilerResult& r, const std::vector<bool>& kept) {
   std::stable_sort(launcher.begin(), launcher.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (std::size_t k = 0; k < n; ++k) {
-    if (!kept[k] || !hta_keeps(r, events[k]) || stream_of(r, events[k]) <= 0) continue;
+    if (!kept[k] || !in_hta_frame(r, events[k]) || stream_of(r, events[k]) <= 0) continue;
     const std::int64_t c = correlation_of(r, events[k]);
     if (c < 0) continue;
     auto it = std::upper_bound(launcher.begin(), launcher.end(), c,
@@ -469,7 +280,7 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
     std::int32_t min_depth = std::numeric_limits<std::int32_t>::max();
     for (std::size_t k = 0; k < events.size(); ++k) {
       const Event& e = events[k];
-      if (!kept[k] || !hta_keeps(r, e)) continue;
+      if (!kept[k] || !in_hta_frame(r, e)) continue;
       if (options.operator_name.empty()) {
         if (!g.in_graph[k] || g.gpu[k] || g.depth[k] != 0) continue;
       } else if (e.name.find(options.operator_name) == std::string_view::npos) {
@@ -526,4 +337,32 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
   return report;
 }
 
+
 }  // namespace opscope
+
+namespace opscope::internal {
+namespace {
+
+constexpr std::string_view kOptions[] = {"operator_name", "min_pattern_len"};
+constexpr ReportMethod kMethods[] = {
+    {.name = "get_frequent_cuda_kernel_sequences", .table = "patterns"}};
+
+}  // namespace
+
+const ReportEntry& patterns_report_row() {
+  static const ReportEntry row{
+      .kind = {.name = "patterns",
+               .hta = "get_frequent_cuda_kernel_sequences",
+               .summary = "per rank: the kernel sequences the operators named by --operator "
+                          "launched, with how often and how long",
+               .reads_cpu_range_args = false,
+               .reads_flows = false,
+               .reads_cpu_ranges = true,
+               .options = kOptions,
+               .methods = kMethods},
+      .order = 70,
+      .run = one_table<frequent_cuda_kernel_sequences>};
+  return row;
+}
+
+}  // namespace opscope::internal
