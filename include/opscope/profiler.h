@@ -26,14 +26,11 @@
 #include "opscope/lenses.h"
 #include "opscope/result.h"
 #include "opscope/schedule.h"
+#include "opscope/types.h"
 
 namespace opscope {
 
-// What a session records. Values reach files and sockets: never reuse one.
-enum class ActivityType : std::uint8_t {
-  kCPU = 0,
-  kCUDA = 1,
-};
+// ActivityType (what a session records) is in opscope/types.h: the backends name it too.
 
 // The activities this build and machine can record (kCPU always; kCUDA with a GPU backend).
 // The CUDA driver and CUPTI are looked for (dlopen) once per process, on the first call of

@@ -1,6 +1,6 @@
 // opscope/types.h: the small value types that recording, results and trace readers share.
 //
-// A range's scope and call site, a device, a memory category and action: what an event in a
+// What a session records, a range's scope and call site, a device, a memory category and action: what an event in a
 // ProfilerResult says about itself. They live here, apart from the headers that record
 // (opscope/record_function.h, opscope/memory.h: the hot path, with the collector's inline
 // buffers), so that code which only reads results (trace readers, analysis, exporters, a
@@ -17,6 +17,12 @@
 #include <string_view>
 
 namespace opscope {
+
+// What a session records. Values reach files and sockets: never reuse one.
+enum class ActivityType : std::uint8_t {
+  kCPU = 0,
+  kCUDA = 1,
+};
 
 // What kind of code a range covers. The values reach trace files and sockets: never reuse one.
 enum class RecordScope : std::uint8_t {

@@ -23,7 +23,7 @@
 #include "backend/activity_backend.h"
 #include "collect/collector.h"
 #include "opscope/lenses.h"
-#include "opscope/profiler.h"
+#include "opscope/types.h"
 
 namespace opscope::backend {
 
