@@ -15,6 +15,7 @@
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"
+#include "opscope/record_function.h"
 #include "profiler/step_hook.h"
 #include "session/recorder.h"
 #include "session/step_driver.h"

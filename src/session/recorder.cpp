@@ -7,6 +7,7 @@
 
 #include "backend/registry.h"
 #include "clock/clock.h"
+#include "opscope/internal/clock.h"
 #include "opscope/error.h"
 
 namespace opscope::session {
