@@ -24,6 +24,9 @@
 #include "opscope/internal/requires_cxx20.h"
 #include "opscope/key_averages.h"
 #include "opscope/lenses.h"
+// A program that profiles records ranges: the range header comes with the Profiler (result.h,
+// which readers of traces include, does not bring it).
+#include "opscope/record_function.h"
 #include "opscope/result.h"
 #include "opscope/schedule.h"
 #include "opscope/types.h"
