@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
-#include "ondemand/daemon.h"
+#include "daemon/daemon.h"
 
 namespace opscope::cli {
 

@@ -16,8 +16,8 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "daemon/daemon.h"
 #include "ondemand/config.h"
-#include "ondemand/daemon.h"
 
 namespace opscope::cli {
 

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "cli.h"
+#include "daemon/daemon.h"
 #include "export/json_reader.h"
-#include "ondemand/daemon.h"
 #include "opscope/version.h"
 #include "support/cli_test_support.h"
 #include "support/test_support.h"

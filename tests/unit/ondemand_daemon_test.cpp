@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
+#include "daemon/daemon.h"
 #include "export/json_reader.h"
-#include "ondemand/daemon.h"
 #include "support/test_support.h"
 
 namespace opscope::ondemand {

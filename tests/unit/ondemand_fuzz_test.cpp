@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "daemon/daemon.h"
 #include "export/json_reader.h"
 #include "ondemand/config.h"
-#include "ondemand/daemon.h"
 #include "ondemand/ipc.h"
 #include "opscope/export.h"
 

@@ -1,4 +1,4 @@
-#include "ondemand/daemon.h"
+#include "daemon/daemon.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
