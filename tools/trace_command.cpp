@@ -16,7 +16,8 @@
 
 #include "cli.h"
 #include "cli_args.h"
-#include "daemon/daemon.h"
+#include "daemon/requests.h"
+#include "daemon/tcp_client.h"
 #include "ondemand/config.h"
 
 namespace opscope::cli {

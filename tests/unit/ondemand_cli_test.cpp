@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "daemon/daemon.h"
+#include "daemon/requests.h"
 #include "export/json_reader.h"
 #include "opscope/version.h"
 #include "support/cli_test_support.h"

@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "daemon/daemon.h"
+#include "daemon/requests.h"
+#include "daemon/tcp_client.h"
 #include "export/json_reader.h"
 #include "support/test_support.h"
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/daemon.h"
+#include "daemon/requests.h"
 #include "export/json_reader.h"
 #include "ondemand/config.h"
 #include "ondemand/ipc.h"
