@@ -1,10 +1,12 @@
 // Files that sit beside Kineto traces but are not traces (importer.h): told apart by their first
 // bytes and refused with a message that says what they are, before any of the file is parsed.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "import/importer.h"
+#include "import/stream_splitter.h"
 #include "import/trace_text.h"
 
 namespace opscope::import {
@@ -18,60 +20,23 @@ std::size_t skip_whitespace(std::string_view text, std::size_t i) {
   return i;
 }
 
+// Whether `text` opens an array as the value of the top-level key `key`: the cutter's own walk
+// of strings, escapes and nesting, told to look for that key (in pieces longer than the text: it
+// is never cut).
+bool opens_top_level_array(std::string_view text, std::string_view key) {
+  StreamSplitter splitter(text.size() + 1, key);
+  splitter.feed(text, [](std::string&, std::size_t, std::int64_t) {});
+  return splitter.opened();
+}
+
 }  // namespace
 
 // PyTorch's ExecutionTraceObserver writes {"schema": ..., "pid": ..., "nodes": [...], ...}: a
-// top-level object with "nodes" among its first keys, and no "traceEvents" in the head (a trace
-// that has both is read as a Chrome trace, as it always was). Only the keys of the top-level
-// object are looked at, so a "nodes" inside a value is not one.
+// top-level "nodes" array among the first keys, and no "traceEvents" array in the head (a
+// trace that has both is read as a Chrome trace, as it always was). Only the top-level keys
+// count: a "nodes" inside a value is not one.
 bool sniff_execution_trace(std::string_view head) {
-  std::size_t i = skip_whitespace(head, 0);
-  if (i == head.size() || head[i] != '{') return false;
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  bool expect_key = false;  // the next string at depth 1 is a key
-  std::size_t key_start = 0;
-  bool nodes = false;
-  for (; i < head.size(); ++i) {
-    const char c = head[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-        if (depth == 1 && expect_key) {
-          const std::string_view key = head.substr(key_start, i - key_start);
-          if (key == "traceEvents") return false;
-          nodes = nodes || key == "nodes";
-          expect_key = false;
-        }
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        in_string = true;
-        key_start = i + 1;
-        break;
-      case '{':
-      case '[':
-        if (++depth == 1) expect_key = true;
-        break;
-      case '}':
-      case ']':
-        --depth;
-        break;
-      case ',':
-        if (depth == 1) expect_key = true;
-        break;
-      default:
-        break;
-    }
-  }
-  return nodes;
+  return opens_top_level_array(head, "nodes") && !opens_top_level_array(head, "traceEvents");
 }
 
 void refuse_execution_trace(const TraceText& text, ProfilerResult::Builder&,

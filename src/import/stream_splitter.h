@@ -23,7 +23,10 @@ namespace opscope::import {
 // apart, the array emptied, to be read when the events are.
 class StreamSplitter {
  public:
-  explicit StreamSplitter(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
+  // `array_key`: the top-level key whose array is cut; "traceEvents" but for a sniff
+  // (refused_formats.cpp) that asks only whether the text opens such an array.
+  explicit StreamSplitter(std::size_t batch_bytes, std::string_view array_key = "traceEvents")
+      : batch_bytes_(batch_bytes), array_key_(array_key) {}
 
   // Takes the next bytes of the text; calls on_events(text, json_size, offset) for each piece
   // of the events ready: "[" + whole events separated by commas + "]" (json_size bytes),
@@ -56,6 +59,8 @@ class StreamSplitter {
 
   // True when the events array opened and closed.
   bool complete() const { return where_ == Where::kAfter; }
+  // True when the events array opened.
+  bool opened() const { return where_ != Where::kBefore; }
   // The text without the events ("traceEvents": []): what came before them, up to and with
   // the '[', and what came after, from the ']'.
   const std::string& rest() const { return rest_; }
@@ -255,7 +260,7 @@ class StreamSplitter {
       case ':':
         if (depth_ == 1) {
           expect_key_ = false;
-          events_next_ = key_ == "traceEvents";
+          events_next_ = key_ == array_key_;
         }
         break;
       default:
@@ -265,6 +270,7 @@ class StreamSplitter {
   }
 
   std::size_t batch_bytes_;
+  std::string_view array_key_;
   Where where_ = Where::kBefore;
   int depth_ = 0;
   bool in_string_ = false;

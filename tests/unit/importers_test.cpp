@@ -12,6 +12,7 @@
 #include "import/trace_text.h"
 #include "opscope/error.h"
 #include "opscope/trace_reader.h"
+#include "support/test_support.h"
 
 namespace opscope::import {
 namespace {
@@ -27,12 +28,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 std::string read_error(const std::string& path) {
-  try {
-    read_trace(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return testing::error_of([&] { read_trace(path); });
 }
 
 // The head of a real file picks its row; read_trace() gives that row's message.
