@@ -49,9 +49,10 @@ constexpr std::size_t kPieceBytes = std::size_t{64} << 10;
 constexpr std::int64_t kInflateWholeUpTo = std::int64_t{256} << 20;
 constexpr std::int64_t kHelperFrom = std::int64_t{1} << 20;
 
-// Drops what a failed read built, leaving `builder` as new. The failed builder is destroyed as a
-// builder is (the thread that maps its fresh pages stopped before its events go), which a move
-// assignment onto `builder` would not do.
+// Drops what a failed read built, leaving `builder` as new. The failed builder is swapped out and
+// destroyed whole, by its destructor: a move assignment onto `builder` would free its result
+// before its other members, among them the thread that a builder given reserve() maps the
+// result's fresh pages on.
 void start_over(ProfilerResult::Builder& builder) {
   ProfilerResult::Builder failed;
   std::swap(failed, builder);

@@ -23,6 +23,8 @@
 
 namespace opscope::import {
 
+// One Kineto / Chrome trace read into a builder: the whole text in one walk (read), or its
+// events in pieces joined as they are read (read_streaming, merge), then its top-level keys.
 class Reader : public TextWalker {
  public:
   // Builds into `builder`, which must outlive the reader. `text_size`: the size of the trace's
@@ -47,6 +49,7 @@ class Reader : public TextWalker {
   void merge(Piece& p);
 
  private:
+  // The private functions are described where they are defined (kineto_join.cpp).
   void read_top(bool events_read);
 
   struct Thread {

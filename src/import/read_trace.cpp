@@ -1,6 +1,5 @@
 // read_trace() and read_traces() (opscope/trace_reader.h): a trace file, or the ranks of a job
 // in parallel, read by the importer its first bytes name (importer.h).
-#include "import/read_trace.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,20 +18,23 @@
 
 namespace opscope {
 
-namespace import {
+namespace {
 
+// read_trace(), with a second core (`spare_core`) or not: read_traces() gives one to a trace
+// only when there are fewer traces than threads. With it, a gzip text is inflated on a thread
+// of its own, or the pieces of a plain text of 1 MiB or more parsed on two threads.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core,
                                                  const TraceReadOptions& options) {
-  const std::string head = read_text_head(path, kHeadBytes);
+  const std::string head = import::read_text_head(path, import::kHeadBytes);
   ProfilerResult::Builder builder;
-  importer_for(head).read(TraceText{path, head, spare_core}, builder, options);
+  import::importer_for(head).read(import::TraceText{path, head, spare_core}, builder, options);
   return builder.finish();
 }
 
-}  // namespace import
+}  // namespace
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
-  return import::read_trace(path, std::thread::hardware_concurrency() > 1);
+  return read_trace(path, std::thread::hardware_concurrency() > 1, {});
 }
 
 std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const std::string> paths,
@@ -50,7 +52,7 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_traces(std::span<const s
   const auto work = [&] {
     for (std::size_t i = next++; i < paths.size(); i = next++) {
       try {
-        out[i] = import::read_trace(paths[i], spare_core, options);
+        out[i] = read_trace(paths[i], spare_core, options);
       } catch (...) {
         errors[i] = std::current_exception();
       }
