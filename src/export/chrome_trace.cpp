@@ -305,11 +305,11 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   const EventDetail& d = *r.detail(e);
   w.set_need_comma(true);
   if (d.has_inputs && r.lenses().record_shapes) {
-    w.key("Input Dims");
+    w.key(kineto::kInputDims);
     w.begin_array();
     for (const RecordedValue& v : d.inputs) w.raw(analysis::shape_text(v));
     w.end_array();
-    w.key("Input type");
+    w.key(kineto::kInputType);
     w.begin_array();
     for (const RecordedValue& v : d.inputs) w.string(analysis::type_text(v));
     w.end_array();
@@ -319,7 +319,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       any_scalar |= !analysis::concrete_text(v).empty();
     }
     if (any_strides) {
-      w.key("Input Strides");
+      w.key(kineto::kInputStrides);
       w.begin_array();
       for (const RecordedValue& v : d.inputs) {
         w.begin_array();
@@ -329,7 +329,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       w.end_array();
     }
     if (any_scalar) {
-      w.key("Concrete Inputs");
+      w.key(kineto::kConcreteInputs);
       w.begin_array();
       for (const RecordedValue& v : d.inputs) w.string(analysis::concrete_text(v));
       w.end_array();
@@ -338,12 +338,12 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   if (r.lenses().with_flops) {
     const std::int64_t flops = analysis::flops_of(r, e);
     if (flops > 0) {
-      w.key("flops");
+      w.key(kineto::kFlops);
       w.integer(flops);
     }
   }
   if (!d.module_path.empty()) {
-    w.key("Module Hierarchy");
+    w.key(kineto::kModuleHierarchy);
     w.string(d.module_path);
   }
   if (d.stack >= 0 && r.trace_call_stacks()) {
@@ -353,7 +353,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       if (!text.empty()) text += ';';
       text += frame;
     }
-    w.key("Call stack");
+    w.key(kineto::kCallStack);
     w.string(text);
   }
 }

@@ -43,6 +43,17 @@ inline constexpr char kRecordFunctionId[] = "Record function id";
 inline constexpr char kSequenceNumber[] = "Sequence number";
 inline constexpr char kFwdThreadId[] = "Fwd thread id";
 
+// The args the lenses add to an op (profiler_kineto.cpp: addMetadata with record_shapes,
+// with_stack, with_modules, with_flops). The reader has no field for them: it keeps them with
+// the args no field holds (ProfilerResult::other_args), and an export writes them back.
+inline constexpr char kInputDims[] = "Input Dims";
+inline constexpr char kInputType[] = "Input type";
+inline constexpr char kInputStrides[] = "Input Strides";
+inline constexpr char kConcreteInputs[] = "Concrete Inputs";
+inline constexpr char kFlops[] = "flops";
+inline constexpr char kModuleHierarchy[] = "Module Hierarchy";
+inline constexpr char kCallStack[] = "Call stack";
+
 // --- args of GPU work and runtime calls (output_json.cpp: handleGpuActivity, handleActivity) --
 inline constexpr char kDevice[] = "device";
 inline constexpr char kStream[] = "stream";
