@@ -17,6 +17,7 @@
 #include "opscope/export.h"
 #include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 #include "trace_inputs.h"
 
 namespace opscope::cli {

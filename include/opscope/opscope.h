@@ -29,5 +29,6 @@
 #include "opscope/sampling.h"
 #include "opscope/schedule.h"
 #include "opscope/thread_local_state.h"
+#include "opscope/trace_reader.h"
 #include "opscope/value.h"
 #include "opscope/version.h"

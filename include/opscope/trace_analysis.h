@@ -1,6 +1,6 @@
 // opscope/trace_analysis.h: Holistic-Trace-Analysis-class reports over results, per rank.
 //
-// A result read from a trace (read_trace() in opscope/export.h) or recorded by a Profiler is
+// A result read from a trace (read_trace() in opscope/trace_reader.h) or recorded by a Profiler is
 // one rank. Reports take every rank of a job and answer with rows under the column names of
 // Holistic Trace Analysis's DataFrames, so that its users read the same tables:
 //
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "opscope/result.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope {
 
@@ -253,7 +254,7 @@ struct ReportKind {
   std::string_view summary = {};  // one line for --help
   // What the report reads beyond every event's name, kind, times and thread and the args of
   // GPU work and runtime calls: a trace read for it alone may leave the rest out
-  // (TraceReadOptions in opscope/export.h; tests/unit/analyze_test.cpp checks each report the
+  // (TraceReadOptions in opscope/trace_reader.h; tests/unit/analyze_test.cpp checks each report the
   // same either way).
   bool reads_cpu_range_args = false;  // input shapes, External id, ... of operators
   bool reads_flows = false;           // flow events
@@ -266,6 +267,10 @@ struct ReportKind {
   std::span<const ReportMethod> methods = {};  // HTA's methods it answers
 };
 std::span<const ReportKind> report_kinds();
+
+// What a read must keep for the reports named `reports` (ReportKind::name, as run_report()
+// takes them; unknown names ask for nothing): what `opscope analyze` reads for its --report.
+TraceReadOptions what_reports_read(std::span<const std::string> reports);
 
 // The report `name` (one of report_kinds()) over every rank, as one table or more (the
 // "kernels" report is two: kernel_type and kernels). Throws Error for an unknown name.

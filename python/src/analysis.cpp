@@ -21,6 +21,7 @@
 #include "opscope/export.h"
 #include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope::python {
 

@@ -26,16 +26,6 @@ std::int64_t correlation_of(const ProfilerResult& r, const Event& e) {
   return d != nullptr ? d->gpu.correlation : -1;
 }
 
-bool is_profiler_step(std::string_view name) {
-  constexpr std::string_view kPrefix = "ProfilerStep#";
-  // The first letter first: every event's name is asked, and few start with a 'P'.
-  if (name.size() <= kPrefix.size() || name[0] != 'P' ||
-      name.compare(0, kPrefix.size(), kPrefix) != 0) {
-    return false;
-  }
-  return name[kPrefix.size()] >= '0' && name[kPrefix.size()] <= '9';
-}
-
 }  // namespace opscope::internal
 
 namespace opscope {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opscope/error.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope::internal {
 
@@ -61,6 +62,22 @@ std::vector<Report> run_report(std::string_view name, internal::Ranks ranks,
   for (const internal::ReportEntry* e : internal::report_entries())
     allowed += (allowed.empty() ? "" : ", ") + std::string(e->kind.name);
   throw Error("unknown report '" + std::string(name) + "'; reports: " + allowed);
+}
+
+TraceReadOptions what_reports_read(std::span<const std::string> reports) {
+  TraceReadOptions read;
+  read.cpu_range_args = false;
+  read.flows = false;
+  read.cpu_ranges = false;
+  read.other_args = false;
+  for (const ReportKind& k : report_kinds()) {
+    if (std::find(reports.begin(), reports.end(), k.name) == reports.end()) continue;
+    read.cpu_range_args = read.cpu_range_args || k.reads_cpu_range_args;
+    read.flows = read.flows || k.reads_flows;
+    read.cpu_ranges = read.cpu_ranges || k.reads_cpu_ranges || k.reads_cpu_range_args;
+    read.other_args = read.other_args || k.reads_other_args;
+  }
+  return read;
 }
 
 }  // namespace opscope

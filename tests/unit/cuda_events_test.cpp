@@ -26,6 +26,7 @@
 #include "opscope/legacy.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
+#include "opscope/trace_reader.h"
 #include "session/recorder.h"
 
 namespace opscope {

@@ -1,5 +1,5 @@
 // load_trace_text(): a trace file's text in simdjson's padded buffer (trace_text.h).
-#include "export/trace_text.h"
+#include "import/trace_text.h"
 
 #include <fcntl.h>
 #include <libdeflate.h>
@@ -18,16 +18,17 @@
 #include <string>
 #include <thread>
 
+#include "json/json_reader.h"
 #include "opscope/error.h"
-#include "opscope/export.h"
 #include "util/thread_start.h"
 
-namespace opscope::internal {
-namespace {
+namespace opscope::import {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
+void fail(const std::string& path, const std::string& what) {
   throw Error("cannot read trace " + path + ": " + what);
 }
+
+namespace {
 
 // The whole of an open file, read into `out` (whose size it becomes).
 void read_all(int fd, const std::string& path, char* out, std::size_t size) {
@@ -296,6 +297,27 @@ std::int64_t trace_text_size(const std::string& path) {
   return std::max<std::int64_t>(isize, size * 4);
 }
 
+std::string read_text_head(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return {};
+  }
+  // zlib reads a plain file as it is and inflates a gzip one, only as far as the head.
+  gzFile gz = ::gzdopen(fd, "rb");
+  if (gz == nullptr) {
+    ::close(fd);
+    return {};
+  }
+  std::string head(size, '\0');
+  const int n = ::gzread(gz, head.data(), static_cast<unsigned>(size));
+  ::gzclose(gz);
+  head.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return head;
+}
+
 simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_view& out) {
   namespace od = simdjson::ondemand;
   od::json_type type = od::json_type::null;
@@ -328,4 +350,4 @@ void fail_malformed(const std::string& path, std::string_view json, simdjson::er
        "malformed JSON" + where + ": expected " + expected + "; " + simdjson::error_message(code));
 }
 
-}  // namespace opscope::internal
+}  // namespace opscope::import

@@ -1,5 +1,5 @@
-// A trace file's text, read once into the buffer simdjson parses: shared by everything that
-// reads traces (read_trace, merge_traces, write_traces_with_counters).
+// A trace file's text, read once into the buffer simdjson parses, or in chunks: shared by
+// everything that reads traces (the importers, merge_traces, write_traces_with_counters).
 #pragma once
 
 #include <simdjson.h>
@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "opscope/export.h"
-#include "opscope/result.h"
+namespace opscope::import {
 
-namespace opscope::internal {
+// Throws Error "cannot read trace PATH: WHAT", the form of every error of reading a trace.
+[[noreturn]] void fail(const std::string& path, const std::string& what);
 
 // The bytes of the file at `path`, inflated when they are gzip (by content, not by name; every
 // member of a multi-member file), in a buffer padded as simdjson needs. A plain file is read
@@ -64,24 +64,10 @@ class TextChunks {
   std::unique_ptr<Ahead> ahead_;
 };
 
-// read_trace() of a text of any size in bounded memory: the events array parsed in pieces of
-// about `batch_bytes` as the file is read `chunk_bytes` at a time (read_trace() takes 64 KiB
-// for both; the tests take sizes down to a byte, to cut everywhere). With `parse_helper`, and
-// unless a thread inflates the text ahead, a second thread parses pieces beside this one; the
-// result is the same.
-std::shared_ptr<const ProfilerResult> read_trace_streaming(
-    const std::string& path, std::size_t batch_bytes, std::size_t chunk_bytes,
-    bool inflate_ahead = false, bool parse_helper = false, const TraceReadOptions& options = {});
-
-// read_trace(), with a spare core (`spare_core`) gzip inflated on a thread of its own (TextChunks)
-// or the pieces of a plain text of 1 MiB or more parsed on two threads (PieceQueue).
-std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core,
-                                                 const TraceReadOptions& options = {});
-
-// read_trace() of the text held whole: what read_trace() falls back on to name the byte where a
-// text is malformed (a piece of it names the event).
-std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path,
-                                                       const TraceReadOptions& options = {});
+// The first `size` bytes of the file's text (fewer when it is shorter), inflated when it is
+// gzip: what the importers are told apart by (importer.h). Empty when the file is not a regular
+// file or cannot be read; the importer that reads it then says why, as it would have.
+std::string read_text_head(const std::string& path, std::size_t size);
 
 // A value's JSON text as written (an object or array whole), without the whitespace around it
 // (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the
@@ -97,4 +83,4 @@ simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_vie
                                  simdjson::error_code code, const std::string& where,
                                  const char* expected);
 
-}  // namespace opscope::internal
+}  // namespace opscope::import

@@ -1,4 +1,4 @@
-#include "export/event_blocks.h"
+#include "import/event_blocks.h"
 
 #include <bit>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #define OPSCOPE_EVENT_BLOCKS_X86 1
 #endif
 
-namespace opscope::internal {
+namespace opscope::import {
 namespace {
 
 // The walk over blocks, for the masks of one instruction set (`Of`); inlined into a function
@@ -202,4 +202,4 @@ std::size_t skip_event_blocks(const char* text, std::size_t i, std::size_t end, 
   return i;
 }
 
-}  // namespace opscope::internal
+}  // namespace opscope::import

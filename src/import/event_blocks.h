@@ -1,11 +1,11 @@
 // The quick part of cutting a trace's events array between events (StreamSplitter in
-// trace_reader.cpp): skipping 64-byte blocks of text in which there is nothing to stop for.
+// stream_splitter.h): skipping 64-byte blocks of text in which there is nothing to stop for.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace opscope::internal {
+namespace opscope::import {
 
 // Bit b of each: whether byte b of a 64-byte block is that character.
 struct BlockMasks {
@@ -61,4 +61,4 @@ bool block_isa_runs(BlockIsa isa);
 std::size_t skip_event_blocks(const char* text, std::size_t i, std::size_t end, BlockWalk& walk,
                               BlockIsa isa);
 
-}  // namespace opscope::internal
+}  // namespace opscope::import
