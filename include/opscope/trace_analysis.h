@@ -113,7 +113,7 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
 Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                        const ReportOptions& options = {});
 
-// The counters of HTA's trace_counters.py (src/analysis/counter_reports.cpp). A stream's
+// The counters of HTA's trace_counters.py (src/analysis/counter_series.cpp). A stream's
 // queue length is the number of kernels, copies and sets launched on it (by cudaLaunchKernel,
 // cudaMemcpyAsync, hipLaunchKernel, ...) that have not started yet: +1 at the launching
 // call's start, -1 at the work's start. A kind of copy's bandwidth ("Memcpy DtoH", "Memset",
@@ -225,8 +225,8 @@ Report frequent_cuda_kernel_sequences(std::span<const std::shared_ptr<const Prof
                                       const ReportOptions& options = {});
 
 // A method of HTA's TraceAnalysis that answers with a table of a report. The Python package's
-// TraceAnalysis (python/opscope/analysis.py) has one method per row of every report: made from
-// the row when its `form` says how, else written there by hand (HTA's signature needs more).
+// TraceAnalysis (python/opscope/analysis.py) has a method for each one a report names: made
+// from it when its `form` says how, else written there by hand (HTA's signature needs more).
 struct ReportMethod {
   std::string_view name = {};   // HTA's method name ("get_temporal_breakdown")
   std::string_view table = {};  // the Report::name it answers with (the first of several)

@@ -52,7 +52,7 @@ struct ReportChart {
   std::string_view table = {};  // the Report::name charted ("kernel_type")
   Kind kind = Kind::kStackedBars;
   std::string_view title = {};
-  std::string_view unit = {};  // of the values ("%", "us")
+  std::string_view unit = {};              // of the values ("%", "us")
   std::span<const ChartLabel> label = {};  // of each bar or box
   // kStackedBars
   std::span<const ChartPart> parts = {};

@@ -16,8 +16,8 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -91,7 +91,8 @@ std::string shortened(const std::string& s, std::size_t max) {
 // legend; the widest bar fills the plot.
 void stacked_bars(std::string& html, std::string_view title, std::string_view unit,
                   const std::vector<std::string>& labels,
-                  const std::vector<std::vector<double>>& values, std::span<const ChartPart> parts) {
+                  const std::vector<std::vector<double>>& values,
+                  std::span<const ChartPart> parts) {
   constexpr int kLabelWidth = 260, kPlotWidth = 600, kBar = 22, kGap = 8, kTop = 30;
   const int legend_y = kTop + static_cast<int>(labels.size()) * (kBar + kGap) + 10;
   const int height = legend_y + 40;
@@ -250,15 +251,15 @@ void boxes_chart(std::string& html, const Report& r, const ReportChart& c, const
                      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
                      "stroke=\"black\"/>\n",
                      X(number(cells[at.min])), mid, X(number(cells[at.max])), mid);
-      fmt::format_to(
-          out,
-          "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"teal\" "
-          "stroke=\"black\"><title>{}, {}: min {} / 25% {} / median {} / 75% {} "
-          "/ max {} {}</title></rect>\n",
-          X(number(cells[at.p25])), y,
-          std::max(1.0, X(number(cells[at.p75])) - X(number(cells[at.p25]))), kBox, escaped(k),
-          escaped(label), text(cells[at.min]), text(cells[at.p25]), text(cells[at.median]),
-          text(cells[at.p75]), text(cells[at.max]), escaped(c.unit));
+      fmt::format_to(out,
+                     "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"teal\" "
+                     "stroke=\"black\"><title>{}, {}: min {} / 25% {} / median {} / 75% {} "
+                     "/ max {} {}</title></rect>\n",
+                     X(number(cells[at.p25])), y,
+                     std::max(1.0, X(number(cells[at.p75])) - X(number(cells[at.p25]))), kBox,
+                     escaped(k), escaped(label), text(cells[at.min]), text(cells[at.p25]),
+                     text(cells[at.median]), text(cells[at.p75]), text(cells[at.max]),
+                     escaped(c.unit));
       fmt::format_to(out,
                      "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"white\" "
                      "stroke-width=\"2\"/>\n",

@@ -2,11 +2,12 @@
 // (hta/analyzers/trace_counters.py), the time series of counters.h in HTA's aligned
 // microseconds, declared in opscope/trace_analysis.h; tests/unit/analyze_counter_reports_test.cpp
 // runs HTA beside them on real traces.
+#include "analysis/counters.h"
+
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-#include "analysis/counters.h"
 #include "analysis/gpu_work.h"
 #include "analysis/report_catalog.h"
 #include "analysis/report_rows.h"
@@ -59,9 +60,10 @@ constexpr ReportMethod kMethods[] = {
     {.name = "get_queue_length_time_series",
      .table = "queue_length_time_series",
      .form = ReportMethod::Form::kSeries,
-     .doc = "{rank: DataFrame} of each change of a stream's launch queue length: ts (us from the\n"
-            "job's first event), pid, tid, stream, queue_length. ``ranks`` defaults to [0]; a rank\n"
-            "without launches is left out, as in HTA."},
+     .doc =
+         "{rank: DataFrame} of each change of a stream's launch queue length: ts (us from the\n"
+         "job's first event), pid, tid, stream, queue_length. ``ranks`` defaults to [0]; a rank\n"
+         "without launches is left out, as in HTA."},
     {.name = "get_memory_bw_time_series",
      .table = "memory_bw_time_series",
      .form = ReportMethod::Form::kSeries,

@@ -9,14 +9,15 @@
 
 #include "analysis/gpu_work.h"
 #include "analysis/report_catalog.h"
+#include "analysis/report_rows.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
 namespace {
 
 using internal::analyzed_gpu_events;
+using internal::per_rank_report;
 using internal::round2;
-using internal::sort_by_rank;
 using internal::stream_of;
 using internal::us;
 
@@ -24,85 +25,76 @@ using internal::us;
 
 Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                            const ReportOptions& options) {
-  Report report;
-  report.name = "idle";
-  report.columns = {"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"};
   const auto delay_ns = static_cast<std::int64_t>(options.consecutive_kernel_delay_us * 1000.0);
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    const std::vector<Event>& events = r.events();
-    // The start of each launching runtime call, by correlation id (CPU side: no stream).
-    std::vector<std::pair<std::int64_t, std::int64_t>> launch_start;
-    for (const Event& e : events) {
-      if (stream_of(r, e) >= 0) continue;
-      const EventDetail* d = r.detail(e);
-      if (d != nullptr && d->gpu.correlation > 0)
-        launch_start.emplace_back(d->gpu.correlation, e.start_ns);
-    }
-    std::sort(launch_start.begin(), launch_start.end());
-    struct Work {
-      std::int64_t stream, start, end, launched;  // launched: -1 when the launch is unknown
-    };
-    std::vector<Work> work;
-    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
-      const Event& e = events[static_cast<std::size_t>(index)];
-      // Kernels, copies and sets only: HTA leaves GPU-side waits (cuda_sync) out here.
-      if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy &&
-          e.kind != EventKind::kMemset) {
-        continue;
-      }
-      const EventDetail* d = r.detail(e);
-      std::int64_t launched = -1;
-      if (d != nullptr && d->gpu.correlation > 0) {
-        const auto it = std::lower_bound(
-            launch_start.begin(), launch_start.end(),
-            std::make_pair(d->gpu.correlation, std::numeric_limits<std::int64_t>::min()));
-        if (it != launch_start.end() && it->first == d->gpu.correlation) launched = it->second;
-      }
-      work.push_back({stream_of(r, e), e.start_ns, e.end_ns, launched});
-    }
-    std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
-      return a.stream != b.stream ? a.stream < b.stream : a.start < b.start;
-    });
-    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
-    for (std::size_t s = 0; s < work.size();) {
-      std::size_t t = s;
-      std::int64_t idle[3] = {0, 0, 0};
-      bool seen[3] = {false, false, false};
-      for (; t < work.size() && work[t].stream == work[s].stream; ++t) {
-        if (t == s) {
-          seen[2] = true;  // the first has no gap: an "other" of 0, as in HTA
-          continue;
+  return per_rank_report(
+      "idle", {"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"}, ranks, options,
+      [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        const std::vector<Event>& events = r.events();
+        // The start of each launching runtime call, by correlation id (CPU side: no stream).
+        std::vector<std::pair<std::int64_t, std::int64_t>> launch_start;
+        for (const Event& e : events) {
+          if (stream_of(r, e) >= 0) continue;
+          const EventDetail* d = r.detail(e);
+          if (d != nullptr && d->gpu.correlation > 0)
+            launch_start.emplace_back(d->gpu.correlation, e.start_ns);
         }
-        const std::int64_t prev_end = work[t - 1].end;  // the previous one's, not a running max
-        const std::int64_t gap = work[t].start - prev_end;
-        int category = 2;
-        if (work[t].launched >= 0 && work[t].launched > prev_end) {
-          category = 0;  // host_wait
-        } else if (gap < delay_ns) {
-          category = 1;  // kernel_wait
+        std::sort(launch_start.begin(), launch_start.end());
+        struct Work {
+          std::int64_t stream, start, end, launched;  // launched: -1 when the launch is unknown
+        };
+        std::vector<Work> work;
+        for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+          const Event& e = events[static_cast<std::size_t>(index)];
+          // Kernels, copies and sets only: HTA leaves GPU-side waits (cuda_sync) out here.
+          if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy &&
+              e.kind != EventKind::kMemset) {
+            continue;
+          }
+          const EventDetail* d = r.detail(e);
+          std::int64_t launched = -1;
+          if (d != nullptr && d->gpu.correlation > 0) {
+            const auto it = std::lower_bound(
+                launch_start.begin(), launch_start.end(),
+                std::make_pair(d->gpu.correlation, std::numeric_limits<std::int64_t>::min()));
+            if (it != launch_start.end() && it->first == d->gpu.correlation) launched = it->second;
+          }
+          work.push_back({stream_of(r, e), e.start_ns, e.end_ns, launched});
         }
-        idle[category] += gap;
-        seen[category] = true;
-      }
-      const std::int64_t total = idle[0] + idle[1] + idle[2];
-      static constexpr const char* kNames[] = {"host_wait", "kernel_wait", "other"};
-      for (int c = 0; c < 3; ++c) {
-        if (!seen[c]) continue;
-        const double ratio = total != 0
-                                 ? round2(static_cast<double>(idle[c]) / static_cast<double>(total))
-                                 : std::numeric_limits<double>::quiet_NaN();
-        rows.push_back(
-            {rank, {rank, work[s].stream, std::string(kNames[c]), round2(us(idle[c])), ratio}});
-      }
-      s = t;
-    }
-  }
-  sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+        std::stable_sort(work.begin(), work.end(), [](const Work& a, const Work& b) {
+          return a.stream != b.stream ? a.stream < b.stream : a.start < b.start;
+        });
+        for (std::size_t s = 0; s < work.size();) {
+          std::size_t t = s;
+          std::int64_t idle[3] = {0, 0, 0};
+          bool seen[3] = {false, false, false};
+          for (; t < work.size() && work[t].stream == work[s].stream; ++t) {
+            if (t == s) {
+              seen[2] = true;  // the first has no gap: an "other" of 0, as in HTA
+              continue;
+            }
+            const std::int64_t prev_end = work[t - 1].end;  // the previous one's, not a running max
+            const std::int64_t gap = work[t].start - prev_end;
+            int category = 2;
+            if (work[t].launched >= 0 && work[t].launched > prev_end) {
+              category = 0;  // host_wait
+            } else if (gap < delay_ns) {
+              category = 1;  // kernel_wait
+            }
+            idle[category] += gap;
+            seen[category] = true;
+          }
+          const std::int64_t total = idle[0] + idle[1] + idle[2];
+          static constexpr const char* kNames[] = {"host_wait", "kernel_wait", "other"};
+          for (int c = 0; c < 3; ++c) {
+            if (!seen[c]) continue;
+            const double ratio =
+                total != 0 ? round2(static_cast<double>(idle[c]) / static_cast<double>(total))
+                           : std::numeric_limits<double>::quiet_NaN();
+            add({rank, work[s].stream, std::string(kNames[c]), round2(us(idle[c])), ratio});
+          }
+          s = t;
+        }
+      });
 }
 
 }  // namespace opscope

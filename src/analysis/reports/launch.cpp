@@ -63,7 +63,9 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
     for (const std::int32_t k : kept) {
       const Event& e = events[static_cast<std::size_t>(k)];
       const std::int64_t c = correlation_of(r, e);
-      if (c >= 0 && is_launch_call(e.name, LaunchCalls::kLaunchStats, options.include_memory_events)) launched.push_back(c);
+      if (c >= 0 &&
+          is_launch_call(e.name, LaunchCalls::kLaunchStats, options.include_memory_events))
+        launched.push_back(c);
     }
     std::sort(launched.begin(), launched.end());
     const auto is_launched = [&](std::int64_t c) {

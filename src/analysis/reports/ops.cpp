@@ -53,9 +53,10 @@ constexpr ReportMethod kMethods[] = {
     {.name = "get_operator_table",
      .table = "ops",
      .form = ReportMethod::Form::kRankTable,
-     .doc = "opscope's operator table (key_averages() with torch's column names, times in us), one\n"
-            "row per operator, runtime call and GPU kernel, copy or set, and rank; every rank by\n"
-            "default. CUDA columns: the GPU work launched in each operator. Not an HTA method."}};
+     .doc =
+         "opscope's operator table (key_averages() with torch's column names, times in us), one\n"
+         "row per operator, runtime call and GPU kernel, copy or set, and rank; every rank by\n"
+         "default. CUDA columns: the GPU work launched in each operator. Not an HTA method."}};
 
 }  // namespace
 

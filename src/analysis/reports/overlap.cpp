@@ -8,6 +8,7 @@
 
 #include "analysis/gpu_work.h"
 #include "analysis/report_catalog.h"
+#include "analysis/report_rows.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
@@ -18,42 +19,34 @@ using internal::Interval;
 using internal::length;
 using internal::merged;
 using internal::overlap_length;
+using internal::per_rank_report;
 using internal::round2;
-using internal::sort_by_rank;
 
 }  // namespace
 
 Report comm_comp_overlap(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                          const ReportOptions& options) {
-  Report report;
-  report.name = "overlap";
-  report.columns = {"rank", "comp_comm_overlap_pctg"};
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    std::vector<Interval> comm, comp;
-    internal::KernelTypes kernel_type;
-    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
-      const Event& e = r.events()[static_cast<std::size_t>(index)];
-      const std::string_view type = kernel_type(e.name);
-      if (type == "COMMUNICATION") comm.push_back({e.start_ns, e.end_ns});
-      if (type == "COMPUTATION") comp.push_back({e.start_ns, e.end_ns});
-    }
-    const std::vector<Interval> comm_union = merged(std::move(comm));
-    const std::int64_t comm_time = length(comm_union);
-    const double pctg =
-        comm_time > 0
-            ? round2(100.0 *
-                     static_cast<double>(overlap_length(comm_union, merged(std::move(comp)))) /
-                     static_cast<double>(comm_time))
-            : std::numeric_limits<double>::quiet_NaN();
-    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
-    rows.push_back({rank, {rank, pctg}});
-  }
-  sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report(
+      "overlap", {"rank", "comp_comm_overlap_pctg"}, ranks, options,
+      [](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        std::vector<Interval> comm, comp;
+        internal::KernelTypes kernel_type;
+        for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+          const Event& e = r.events()[static_cast<std::size_t>(index)];
+          const std::string_view type = kernel_type(e.name);
+          if (type == "COMMUNICATION") comm.push_back({e.start_ns, e.end_ns});
+          if (type == "COMPUTATION") comp.push_back({e.start_ns, e.end_ns});
+        }
+        const std::vector<Interval> comm_union = merged(std::move(comm));
+        const std::int64_t comm_time = length(comm_union);
+        const double pctg =
+            comm_time > 0
+                ? round2(100.0 *
+                         static_cast<double>(overlap_length(comm_union, merged(std::move(comp)))) /
+                         static_cast<double>(comm_time))
+                : std::numeric_limits<double>::quiet_NaN();
+        add({rank, pctg});
+      });
 }
 
 }  // namespace opscope

@@ -337,7 +337,6 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
   return report;
 }
 
-
 }  // namespace opscope
 
 namespace opscope::internal {

@@ -7,6 +7,7 @@
 
 #include "analysis/gpu_work.h"
 #include "analysis/report_catalog.h"
+#include "analysis/report_rows.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
@@ -16,54 +17,40 @@ using internal::analyzed_gpu_events;
 using internal::Interval;
 using internal::length;
 using internal::merged;
+using internal::per_rank_report;
 using internal::round2;
-using internal::sort_by_rank;
 using internal::us;
 
 }  // namespace
 
 Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                           const ReportOptions& options) {
-  Report report;
-  report.name = "temporal";
-  report.columns = {"rank",
-                    "idle_time(us)",
-                    "compute_time(us)",
-                    "non_compute_time(us)",
-                    "kernel_time(us)",
-                    "idle_time_pctg",
-                    "compute_time_pctg",
-                    "non_compute_time_pctg"};
-  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const ProfilerResult& r = *ranks[i];
-    std::vector<Interval> all;
-    std::vector<Interval> compute;
-    internal::KernelTypes kernel_type;
-    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
-      const Event& e = r.events()[static_cast<std::size_t>(index)];
-      all.push_back({e.start_ns, e.end_ns});
-      if (kernel_type(e.name) == "COMPUTATION") compute.push_back({e.start_ns, e.end_ns});
-    }
-    const std::vector<Interval> busy = merged(std::move(all));
-    const std::int64_t kernel_time = busy.empty() ? 0 : busy.back().end - busy.front().start;
-    const std::int64_t idle = kernel_time - length(busy);
-    const std::int64_t compute_time = length(merged(std::move(compute)));
-    const std::int64_t non_compute = kernel_time - compute_time - idle;
-    const auto pct = [&](std::int64_t part) {
-      return kernel_time > 0
-                 ? round2(100.0 * static_cast<double>(part) / static_cast<double>(kernel_time))
-                 : 0.0;
-    };
-    const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
-    rows.push_back({rank,
-                    {rank, us(idle), us(compute_time), us(non_compute), us(kernel_time), pct(idle),
-                     pct(compute_time), pct(non_compute)}});
-  }
-  sort_by_rank(rows);
-  for (auto& [rank, row] : rows) report.rows.push_back(std::move(row));
-  return report;
+  return per_rank_report(
+      "temporal",
+      {"rank", "idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)",
+       "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"},
+      ranks, options, [](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
+        std::vector<Interval> all;
+        std::vector<Interval> compute;
+        internal::KernelTypes kernel_type;
+        for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+          const Event& e = r.events()[static_cast<std::size_t>(index)];
+          all.push_back({e.start_ns, e.end_ns});
+          if (kernel_type(e.name) == "COMPUTATION") compute.push_back({e.start_ns, e.end_ns});
+        }
+        const std::vector<Interval> busy = merged(std::move(all));
+        const std::int64_t kernel_time = busy.empty() ? 0 : busy.back().end - busy.front().start;
+        const std::int64_t idle = kernel_time - length(busy);
+        const std::int64_t compute_time = length(merged(std::move(compute)));
+        const std::int64_t non_compute = kernel_time - compute_time - idle;
+        const auto pct = [&](std::int64_t part) {
+          return kernel_time > 0
+                     ? round2(100.0 * static_cast<double>(part) / static_cast<double>(kernel_time))
+                     : 0.0;
+        };
+        add({rank, us(idle), us(compute_time), us(non_compute), us(kernel_time), pct(idle),
+             pct(compute_time), pct(non_compute)});
+      });
 }
 
 }  // namespace opscope
