@@ -1,5 +1,6 @@
 # The tables a new file joins without an edit anywhere else: `opscope` subcommands
-# (tools/<name>_command.cpp) and activity backends (src/backend/<name>_backend.cpp).
+# (tools/<name>_command.cpp), activity backends (src/backend/<name>_backend.cpp) and reports
+# (src/analysis/reports/<name>.cpp).
 include_guard(GLOBAL)
 
 # opscope_write_table(<output> <macro> <suffix> <source>...): writes <output>, one line
