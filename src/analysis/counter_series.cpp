@@ -30,7 +30,7 @@ std::string memory_kernel_type(std::string_view name) {
 // field for (ProfilerResult::other_args); 0 without one, HTA's default. The reader writes that
 // text itself, each key right after "{" or "," and followed by ":" and the value's JSON text,
 // so finding the key there is exact (a string value holding the words has its quotes
-// escaped) and needs no JSON parser here, below the export layer.
+// escaped) and needs no JSON parse of every copy's args.
 double memory_bandwidth(const ProfilerResult& r, const Event& e) {
   static constexpr std::string_view kKey = "\"memory bandwidth (GB/s)\":";
   const std::string_view args = r.other_args(e);

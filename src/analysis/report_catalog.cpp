@@ -1,5 +1,6 @@
-// report_kinds() and run_report(): every report by name, for the command line
-// (tools/analyze_command.cpp), the HTML page and the Python package alike. The rows live beside
+// report_kinds(), run_report() and what_reports_read(): every report by name, and what a read
+// of a trace must keep for a list of them, for the command line (tools/analyze_command.cpp),
+// the HTML page and the Python package alike. The rows live beside
 // their reports, one file each in src/analysis/reports/ (report_catalog.h); the build lists the
 // files into reports.inc, so a new report is a new file and no edit here.
 #include "analysis/report_catalog.h"
