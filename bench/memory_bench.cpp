@@ -22,7 +22,7 @@
 #include <memory>
 #include <new>
 
-#include "memhook/hook_abi.h"
+#include "record/hook_abi.h"
 #include "opscope/internal/clock.h"
 #include "opscope/memory.h"
 #include "opscope/profiler.h"

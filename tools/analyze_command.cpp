@@ -15,7 +15,9 @@
 #include "export/sink.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 #include "trace_inputs.h"
 
 namespace opscope::cli {

@@ -1,4 +1,4 @@
-// `opscope daemon`: the on-demand daemon in the foreground (src/ondemand/daemon.h has the logic).
+// `opscope daemon`: the on-demand daemon in the foreground (src/daemon/ has the logic).
 #include <pthread.h>
 
 #include <csignal>
@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
-#include "ondemand/daemon.h"
+#include "daemon/daemon.h"
 
 namespace opscope::cli {
 

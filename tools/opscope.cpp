@@ -1,4 +1,5 @@
-// The `opscope` executable: wiring only; the logic is in tools/cli.cpp and src/ondemand/.
+// The `opscope` executable: wiring only; the logic is in tools/cli.cpp, src/ondemand/ and
+// src/daemon/.
 #include <iostream>
 #include <string>
 #include <vector>

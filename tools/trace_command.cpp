@@ -16,8 +16,9 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "daemon/requests.h"
+#include "daemon/tcp_client.h"
 #include "ondemand/config.h"
-#include "ondemand/daemon.h"
 
 namespace opscope::cli {
 

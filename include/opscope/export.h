@@ -1,4 +1,4 @@
-// opscope/export.h: writing a ProfilerResult to files, and reading one back from a trace.
+// opscope/export.h: writing a ProfilerResult to files.
 //
 //   opscope::export_chrome_trace(profiler.result(), "trace.json");      // or "trace.json.gz"
 //
@@ -15,12 +15,19 @@
 #include <vector>
 
 #include "opscope/result.h"
-#include "opscope/trace_analysis.h"
 
 namespace opscope {
 
-// Writes the Kineto-style Chrome trace to `path`; gzip when the path ends in ".gz".
-// `trace_name` is written as "traceName" (the path when empty).
+// Writes the trace of `result` to `path` in the format named `format`, or, when it is empty,
+// in the format the path's suffix names; gzip when the path ends in ".gz". The formats:
+//   "chrome"  .json, .json.gz   the Kineto-style Chrome trace (below)
+// Throws opscope::Error for an unknown format or suffix (naming the ones known), or when the
+// file cannot be written.
+void export_trace(const ProfilerResult& result, const std::string& path,
+                  std::string_view format = {});
+
+// Writes the Kineto-style Chrome trace to `path`, whatever its suffix; gzip when the path ends
+// in ".gz". The path is written as "traceName". export_trace(result, path, "chrome").
 void export_chrome_trace(const ProfilerResult& result, const std::string& path);
 
 // The same document as a string (uncompressed).
@@ -48,71 +55,5 @@ void export_memory_timeline(const ProfilerResult& result, const std::string& pat
 // `error` is given, a message with the byte offset of the first problem.
 bool is_valid_json(std::string_view text, std::string* error = nullptr);
 
-// Reads a Chrome / Kineto trace (.json, or .json.gz by its content) as PyTorch's profiler or
-// opscope wrote it: CPU ops and user annotations as ranges, GPU kernels, copies and sets on
-// their streams' threads, runtime and driver calls, flows, processes and threads with their
-// names, the rank (distributedInfo.rank), the top-level keys as metadata; every other event
-// category and every arg without a field of its own is kept (ProfilerResult::other_args), so
-// an export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
-// file, the byte offset and what was expected when the file is not a trace.
-// The text is read in 64 KiB pieces, so the memory a read takes is the model it builds, not the
-// text. On a machine with more than one core, a gzip text is inflated by a second thread
-// beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
-std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
-
-// What a read keeps of a trace: everything by default. A caller that knows what it will ask of
-// the model (`opscope analyze`, for the reports it was given: ReportKind says what each reads)
-// may leave out what nothing will read, which takes less time and memory. What is left out is
-// skipped as the text is walked: JSON that is malformed only inside it is not noticed.
-struct TraceReadOptions {
-  // The args of CPU ranges (operators, user annotations): input shapes and types, External
-  // id, sequence numbers and the args no field holds. Their times, names and threads stay.
-  bool cpu_range_args = true;
-  // Flow events ("s", "t", "f": Kineto's launch and forward-backward arrows).
-  bool flows = true;
-  // CPU ranges (operators, user annotations) other than the profiler steps ("ProfilerStep#N"),
-  // most of a trace's events. One left out is left as soon as its phase, category and name
-  // are read; only its pid and tid are read further, so that the recording process is still
-  // the one with the most CPU ranges (ProfilerResult::pid()).
-  bool cpu_ranges = true;
-  // The args of the events that no field of the model holds (ProfilerResult::other_args: a
-  // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
-  // writes them back.
-  bool other_args = true;
-};
-
-// read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
-// order given, keeping what `options` says. Throws the error of the first path (in that order)
-// that could not be read. A trace gets a second thread (inflating gzip, or parsing a plain
-// text of 1 MiB or more) only when there are fewer paths than `threads`.
-std::vector<std::shared_ptr<const ProfilerResult>> read_traces(
-    std::span<const std::string> paths, unsigned threads = 0, const TraceReadOptions& options = {});
-
-// What a read must keep for the reports named `reports` (ReportKind::name, as run_report()
-// takes them; unknown names ask for nothing): what `opscope analyze` reads for its --report.
-TraceReadOptions what_reports_read(std::span<const std::string> reports);
-
-// HTA's generate_trace_with_counters (opscope/trace_analysis.h has the series), for every
-// rank: writes trace_paths[i] (the file
-// ranks[i] was read from) to out_paths[i] with the queue-length and copy-bandwidth time
-// series appended to its traceEvents as counter events ("ph":"C"), as HTA writes them:
-//   {"pid": <GPU pid>, "ts": <us>, "args": {"Queue Length": 3}, "ph": "C",
-//    "name": "Queue Length", "id": <stream>}
-//   {"pid": <GPU pid>, "ts": <us>, "args": {"Memcpy BW": 12.5}, "ph": "C", "name": "Memcpy DtoH"}
-// at the trace's own times. Every byte of the original outside the end of traceEvents is kept
-// as it was; the output is gzip when its name ends in ".gz" (HTA gzips whatever the name).
-// Each file is written under a temporary name and all are renamed at the end, so on failure
-// (an Error naming the file and the reason) no output is left half written.
-void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                                std::span<const std::string> trace_paths,
-                                std::span<const std::string> out_paths,
-                                const ReportOptions& options = {});
-
-// Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
-// name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
-// ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
-// table when there are several) or HTML (one self-contained page: every table, and charts of
-// the temporal breakdown, idle time, kernel types and kernel durations across ranks).
-std::string format_reports(std::span<const Report> reports, ReportFormat format);
 
 }  // namespace opscope

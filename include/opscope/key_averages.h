@@ -9,7 +9,9 @@
 // their own columns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -162,6 +164,42 @@ struct GpuAttribution {
   std::vector<std::pair<std::int32_t, std::int32_t>> links;
 };
 GpuAttribution gpu_attribution(const ProfilerResult& result);
+
+namespace analysis {
+class Symbolizer;  // src/analysis/symbolizer.h
+}
+
+// Single events as text and as table rows, for a view that shows events one by one (torch's
+// EventList and FunctionEvent; the Python package). Native stack frames are symbolized once per
+// address and kept for the life of the object, which reads /proc when it first needs to. Not
+// thread-safe: one per result, used under its owner's lock. `result` must outlive it.
+class EventTexts {
+ public:
+  explicit EventTexts(const ProfilerResult& result);
+  ~EventTexts();
+  EventTexts(const EventTexts&) = delete;
+  EventTexts& operator=(const EventTexts&) = delete;
+
+  // The frames of `event`'s stack as text, innermost first, at most `max_frames` (0: all);
+  // opscope's own recording frames and the outermost unnamed ones left out. Empty without a
+  // stack.
+  std::vector<std::string> stack(const Event& event, std::size_t max_frames = 0);
+  // One row per listed event (count 1), in the given order, as events().table() shows them;
+  // `memory` and `cuda` are the result's event_memory() and event_cuda(). Throws
+  // opscope::Error for an index outside the result.
+  std::vector<FunctionEventAvg> rows(std::span<const std::int32_t> events,
+                                     const EventMemory& memory, const EventCuda& cuda);
+
+ private:
+  const ProfilerResult& result_;
+  std::unique_ptr<analysis::Symbolizer> symbolizer_;
+};
+
+// "Input type" of a recorded input: the dtype of a tensor, "Scalar", "ScalarList",
+// "TensorList", "GenericList", "String", or "" for None.
+std::string input_type_text(const RecordedValue& v);
+// "Concrete Inputs": the value of a scalar or string ("3", "0.5", "True"), else "".
+std::string concrete_input_text(const RecordedValue& v);
 
 // The table's time format: "8.840ms", "346.000us", "1.200s". Exposed for tools and tests.
 std::string format_time_us(double time_us);

@@ -25,50 +25,14 @@
 #include <string_view>
 
 #include "opscope/internal/collector.h"
+#include "opscope/types.h"
 
 namespace opscope {
-
-// Values follow c10::DeviceType for the ones that exist here; they reach trace files
-// ("Device Type").
-enum class DeviceType : std::int8_t {
-  kCPU = 0,
-  kCUDA = 1,
-};
-
-struct Device {
-  DeviceType type = DeviceType::kCPU;
-  std::int8_t index = -1;  // -1: the default (CPU has one)
-
-  friend bool operator==(const Device&, const Device&) = default;
-};
 
 // Parses "cpu", "cuda", "cuda:1". Returns nullopt for anything else.
 std::optional<Device> parse_device(std::string_view text);
 // "cpu", "cuda:0".
 std::string device_name(Device device);
-
-// What memory is for, as in PyTorch's memory profiler. kUnknown is PyTorch's None category.
-// The order is PyTorch's (_CATEGORY_TO_INDEX), which the timeline files use as indices.
-enum class MemoryCategory : std::uint8_t {
-  kParameter = 0,
-  kOptimizerState = 1,
-  kInput = 2,
-  kTemporary = 3,
-  kActivation = 4,
-  kGradient = 5,
-  kAutogradDetail = 6,
-  kUnknown = 7,
-};
-inline constexpr int kNumMemoryCategories = 8;
-// "PARAMETER", "OPTIMIZER_STATE", ..., "UNKNOWN".
-std::string_view memory_category_name(MemoryCategory category) noexcept;
-
-// What an allocation report did.
-enum class MemoryAction : std::uint8_t {
-  kAllocate = 0,  // bytes > 0
-  kFree = 1,      // bytes < 0
-  kVersion = 2,   // the memory was overwritten in place (report_memory_version)
-};
 
 namespace internal {
 void report_memory_slow(const void* ptr, std::int64_t bytes, std::int64_t total_allocated,

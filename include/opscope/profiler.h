@@ -24,16 +24,16 @@
 #include "opscope/internal/requires_cxx20.h"
 #include "opscope/key_averages.h"
 #include "opscope/lenses.h"
+// A program that profiles records ranges: the range header comes with the Profiler (result.h,
+// which readers of traces include, does not bring it).
+#include "opscope/record_function.h"
 #include "opscope/result.h"
 #include "opscope/schedule.h"
+#include "opscope/types.h"
 
 namespace opscope {
 
-// What a session records. Values reach files and sockets: never reuse one.
-enum class ActivityType : std::uint8_t {
-  kCPU = 0,
-  kCUDA = 1,
-};
+// ActivityType (what a session records) is in opscope/types.h: the backends name it too.
 
 // The activities this build and machine can record (kCPU always; kCUDA with a GPU backend).
 // The CUDA driver and CUPTI are looked for (dlopen) once per process, on the first call of

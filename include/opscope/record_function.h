@@ -34,41 +34,11 @@
 #include "opscope/internal/clock.h"
 #include "opscope/internal/collector.h"
 #include "opscope/internal/requires_cxx20.h"
+#include "opscope/types.h"
 
 namespace opscope {
 
 class Value;  // opscope/value.h: include it to build inputs and outputs
-
-// What kind of code a range covers. The values reach trace files and sockets: never reuse one.
-enum class RecordScope : std::uint8_t {
-  kFunction = 0,          // an operator ("cpu_op" in traces)
-  kBackwardFunction = 1,  // the backward of an operator ("cpu_op")
-  kTorchScriptFunction = 2,
-  kKernelFunctionDtype = 3,
-  kCustomClass = 4,
-  kBuildFeature = 5,
-  kLiteInterpreter = 6,
-  kUserScope = 7,  // a user annotation ("user_annotation" in traces)
-  kStaticRuntimeOp = 8,
-  kStaticRuntimeModel = 9,
-};
-inline constexpr int kNumRecordScopes = 10;
-
-// The name of a scope as written in messages ("FUNCTION", "USER_SCOPE", ...).
-std::string_view scope_name(RecordScope scope) noexcept;
-
-// A static description of a call site. The macros create one per site at compile time; a
-// range then stores only a pointer to it. A site must outlive every result that names it.
-struct CallSite {
-  const char* name;
-  const char* function;
-  const char* file;
-  std::uint32_t line;
-  // Set by opscope the first time a range of this site is recorded (its index in the
-  // process's table of sites, which lets a range's record hold 4 bytes for its name instead of
-  // 8); leave it 0. Mutable so that the macros' sites can stay `static constexpr`.
-  mutable std::uint32_t compact_index = 0;
-};
 
 namespace internal {
 // Gives `site` its compact_index (CallSite) and returns it; 0 when the process's table of

@@ -21,8 +21,7 @@
 #include <vector>
 
 #include "opscope/lenses.h"
-#include "opscope/memory.h"
-#include "opscope/record_function.h"
+#include "opscope/types.h"
 #include "opscope/value.h"
 
 namespace opscope {

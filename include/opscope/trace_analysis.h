@@ -1,6 +1,6 @@
 // opscope/trace_analysis.h: Holistic-Trace-Analysis-class reports over results, per rank.
 //
-// A result read from a trace (read_trace() in opscope/export.h) or recorded by a Profiler is
+// A result read from a trace (read_trace() in opscope/trace_reader.h) or recorded by a Profiler is
 // one rank. Reports take every rank of a job and answer with rows under the column names of
 // Holistic Trace Analysis's DataFrames, so that its users read the same tables:
 //
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "opscope/result.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope {
 
@@ -112,7 +113,7 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
 Report operator_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                        const ReportOptions& options = {});
 
-// The counters of HTA's trace_counters.py (src/analysis/counter_reports.cpp). A stream's
+// The counters of HTA's trace_counters.py (src/analysis/counter_series.cpp). A stream's
 // queue length is the number of kernels, copies and sets launched on it (by cudaLaunchKernel,
 // cudaMemcpyAsync, hipLaunchKernel, ...) that have not started yet: +1 at the launching
 // call's start, -1 at the work's start. A kind of copy's bandwidth ("Memcpy DtoH", "Memset",
@@ -223,22 +224,53 @@ Report kernel_duration_distribution(std::span<const std::shared_ptr<const Profil
 Report frequent_cuda_kernel_sequences(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                       const ReportOptions& options = {});
 
-// A report `opscope analyze --report NAME` and run_report() know.
+// A method of HTA's TraceAnalysis that answers with a table of a report. The Python package's
+// TraceAnalysis (python/opscope/analysis.py) has a method for each one a report names: made
+// from it when its `form` says how, else written there by hand (HTA's signature needs more).
+struct ReportMethod {
+  std::string_view name = {};   // HTA's method name ("get_temporal_breakdown")
+  std::string_view table = {};  // the Report::name it answers with (the first of several)
+  enum class Form {
+    kHandWritten,  // python/opscope/analysis.py defines it
+    kJobTable,     // (visualize=True) -> DataFrame: the table over every rank
+    kRankTable,    // (ranks=None) -> DataFrame: the table over `ranks`, every rank by default
+    kDescribe,     // (ranks=None) -> DataFrame: a describe() table indexed by the columns
+                   // before "count", under `series`; rank 0 by default, as in HTA
+    kSeries,       // (ranks=None) -> {rank: DataFrame}: run over every rank at once (the
+                   // times count from the job's first event); rank 0 by default, as in HTA
+  };
+  Form form = Form::kHandWritten;
+  std::string_view doc = {};     // the method's docstring, for the forms made from the row
+  std::string_view series = {};  // kDescribe: the name over describe()'s columns
+};
+
+// A report `opscope analyze --report NAME` and run_report() know. A report is a file of
+// src/analysis/reports/ holding its function and this row (src/analysis/report_catalog.h):
+// run_report() reaches it by name, so it needs no declaration here. The functions declared above
+// are the reports that came before that, kept for their callers.
 struct ReportKind {
-  std::string_view name;     // "temporal", ...
-  std::string_view hta;      // the HTA method it answers like
-  std::string_view summary;  // one line for --help
+  std::string_view name = {};     // "temporal", ...
+  std::string_view hta = {};      // the HTA method it answers like
+  std::string_view summary = {};  // one line for --help
   // What the report reads beyond every event's name, kind, times and thread and the args of
   // GPU work and runtime calls: a trace read for it alone may leave the rest out
-  // (TraceReadOptions in opscope/export.h; tests/unit/analyze_test.cpp checks each report the
+  // (TraceReadOptions in opscope/trace_reader.h; tests/unit/analyze_test.cpp checks each report the
   // same either way).
   bool reads_cpu_range_args = false;  // input shapes, External id, ... of operators
   bool reads_flows = false;           // flow events
   // CPU ranges other than the profiler steps (implied by reads_cpu_range_args).
   bool reads_cpu_ranges = false;
   bool reads_other_args = false;  // the args no field holds (a copy's "memory bandwidth (GB/s)")
+  // The ReportOptions fields it reads by their names ("num_kernels", ...), beyond
+  // drop_last_step and first_position, which every report reads.
+  std::span<const std::string_view> options = {};
+  std::span<const ReportMethod> methods = {};  // HTA's methods it answers
 };
 std::span<const ReportKind> report_kinds();
+
+// What a read must keep for the reports named `reports` (ReportKind::name, as run_report()
+// takes them; unknown names ask for nothing): what `opscope analyze` reads for its --report.
+TraceReadOptions what_reports_read(std::span<const std::string> reports);
 
 // The report `name` (one of report_kinds()) over every rank, as one table or more (the
 // "kernels" report is two: kernel_type and kernels). Throws Error for an unknown name.
@@ -247,6 +279,6 @@ std::vector<Report> run_report(std::string_view name,
                                const ReportOptions& options = {});
 
 enum class ReportFormat { kText, kJson, kCsv, kHtml };
-// format_reports() (opscope/export.h) writes reports in each format.
+// format_reports() (opscope/report_output.h) writes reports in each format.
 
 }  // namespace opscope

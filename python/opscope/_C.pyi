@@ -261,7 +261,8 @@ class TraceFile:
     def rank(self) -> int: ...  # distributedInfo.rank, -1 when the trace has none
     def profiler_step_names(self) -> List[str]: ...  # distinct ProfilerStep#N names, sorted
 
-def report_kinds() -> List[Tuple[str, str, str]]: ...  # (name, HTA method, summary)
+# (name, HTA method, summary, options, [(method, table, form, docstring, series)])
+def report_kinds() -> List[Tuple[str, str, str, List[str], List[Tuple[str, str, str, str, str]]]]: ...
 
 # options: ReportOptions fields by name (drop_last_step, first_position, duration_ratio,
 # num_kernels, consecutive_kernel_delay_us, runtime_cutoff_us, launch_delay_cutoff_us,

@@ -306,12 +306,6 @@ class TraceAnalysis:
 
     # --- HTA's methods ----------------------------------------------------------------------
 
-    def get_temporal_breakdown(self, visualize: bool = True) -> pd.DataFrame:
-        """Per rank: idle, compute and non-compute GPU time (us) over the span from the first
-        GPU activity to the end of the last, with their percentages (every rank, as HTA)."""
-        _visualize_ignored("get_temporal_breakdown", visualize)
-        return self._report("temporal", {})["temporal"]
-
     def get_idle_time_breakdown(
         self,
         ranks: Optional[List[int]] = None,
@@ -364,12 +358,6 @@ class TraceAnalysis:
             kernels = kernels[kernels["kernel_type"] != "MEMORY"].reset_index(drop=True)
             kernel_type = _kernel_type_table([kernel_type], include_memory=False)
         return kernel_type, kernels
-
-    def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
-        """Per rank: the share of communication-kernel time during which computation kernels
-        ran too, in percent."""
-        _visualize_ignored("get_comm_comp_overlap", visualize)
-        return self._report("overlap", {})["overlap"]
 
     def get_cuda_kernel_launch_stats(
         self,
@@ -435,38 +423,31 @@ class TraceAnalysis:
         return df.drop(columns="rank").reset_index(drop=True)
 
     def _describe_table(
-        self, table: str, key: str, series: str, ranks: Optional[List[int]]
+        self, report: str, method: str, table: str, series: str, ranks: Optional[List[int]]
     ) -> pd.DataFrame:
-        """A table of the "queue" report as HTA's groupby([rank, key]).describe() frame: index
-        (rank, key), columns (series, statistic)."""
-        self._require("queue", f"get_{table}_summary")
-        df = self._report("queue", {}, ranks or [0])[table].set_index(["rank", key])
+        """A describe() table of `report` (the columns before "count" are its keys, rank
+        first) as HTA's groupby([rank, key]).describe() frame: index (rank, key), columns
+        (series, statistic)."""
+        self._require(report, method)
+        df = self._report(report, {}, ranks or [0])[table]
+        df = df.set_index(list(df.columns[: list(df.columns).index("count")]))
         df["count"] = df["count"].astype("float64")  # describe()'s dtype
         df.columns = pd.MultiIndex.from_product([[series], list(df.columns)])
         return df
 
-    def get_queue_length_summary(self, ranks: Optional[List[int]] = None) -> Optional[pd.DataFrame]:
-        """Per rank and stream, describe() of the launch queue's length (the number of kernels,
-        copies and sets launched but not started): index (rank, stream), columns
-        ("queue_length", count|mean|std|min|25%|50%|75%|max). ``ranks`` defaults to [0]."""
-        return self._describe_table("queue_length", "stream", "queue_length", ranks)
-
-    def get_memory_bw_summary(self, ranks: Optional[List[int]] = None) -> Optional[pd.DataFrame]:
-        """Per rank and kind of copy ("Memcpy DtoH", "Memset", ...), describe() of the copy
-        bandwidth in GB/s while a copy of that kind runs: index (rank, name), columns
-        ("memory_bw_gbps", statistic). ``ranks`` defaults to [0]."""
-        return self._describe_table("memory_bw", "name", "memory_bw_gbps", ranks)
-
-    def _series(self, table: str, method: str, ranks: Optional[List[int]]) -> Dict[int, pd.DataFrame]:
-        """{rank: DataFrame} of a table of the "counters" report. Its ts counts microseconds from
-        the job's first event (HTA aligns every rank to it), so the report runs over every rank
-        at once: in this process, or in one task on the client (the traces re-read there)."""
-        self._require("counters", method)
+    def _series(
+        self, report: str, method: str, table: str, ranks: Optional[List[int]]
+    ) -> Dict[int, pd.DataFrame]:
+        """{rank: DataFrame} of a table of a time-series report ("counters"). Its ts counts
+        microseconds from the job's first event (HTA aligns every rank to it), so the report runs
+        over every rank at once: in this process, or in one task on the client (the traces
+        re-read there)."""
+        self._require(report, method)
         options = {"drop_last_step": self._drop_last_step, "first_position": 0}
         if self._client is None:
-            tables = _C.run_report("counters", self._traces, options)
+            tables = _C.run_report(report, self._traces, options)
         else:
-            tables = self._client.submit(_run_all, "counters", options, *self._traces).result()
+            tables = self._client.submit(_run_all, report, options, *self._traces).result()
         df = {name: _frame(columns, data) for name, columns, data in tables}[table]
         if self._relabel is not None:
             df["rank"] = df["rank"].map(self._relabel)
@@ -475,19 +456,6 @@ class TraceAnalysis:
             for rank in (ranks or [0])
             if (df["rank"] == rank).any()
         }
-
-    def get_queue_length_time_series(
-        self, ranks: Optional[List[int]] = None
-    ) -> Dict[int, pd.DataFrame]:
-        """{rank: DataFrame} of each change of a stream's launch queue length: ts (us from the
-        job's first event), pid, tid, stream, queue_length. ``ranks`` defaults to [0]; a rank
-        without launches is left out, as in HTA."""
-        return self._series("queue_length_time_series", "get_queue_length_time_series", ranks)
-
-    def get_memory_bw_time_series(self, ranks: Optional[List[int]] = None) -> Dict[int, pd.DataFrame]:
-        """{rank: DataFrame} of each change of a kind of copy's bandwidth: ts, pid, name
-        ("Memcpy HtoD", "Memset", ...), memory_bw_gbps. ``ranks`` defaults to [0]."""
-        return self._series("memory_bw_time_series", "get_memory_bw_time_series", ranks)
 
     def get_time_spent_blocked_on_full_queue(
         self,
@@ -528,11 +496,59 @@ class TraceAnalysis:
             else:
                 self._client.submit(_write_counters, self._traces[i], out, options).result()
 
-    def get_operator_table(self, ranks: Optional[List[int]] = None) -> pd.DataFrame:
-        """opscope's operator table (key_averages() with torch's column names, times in us), one
-        row per operator, runtime call and GPU kernel, copy or set, and rank; every rank by
-        default. CUDA columns: the GPU work launched in each operator. Not an HTA method."""
-        return self._report("ops", {}, ranks)["ops"]
+# --- Methods made from the report catalog -----------------------------------------------------
+# Each report's catalog row (src/analysis/reports/<name>.cpp) names the HTA methods it answers
+# and, for those of a common shape, their form: those are made here, with the row's docstring,
+# so that a new report of such a shape reaches Python without an edit of this file. The others
+# ("hand_written") are TraceAnalysis's own methods above: HTA's signature needs more.
+
+
+def _job_table_method(report: str, method: str, table: str, series: str):
+    def get(self, visualize: bool = True) -> pd.DataFrame:
+        _visualize_ignored(method, visualize)
+        return self._report(report, {})[table]
+
+    return get
+
+
+def _rank_table_method(report: str, method: str, table: str, series: str):
+    def get(self, ranks: Optional[List[int]] = None) -> pd.DataFrame:
+        return self._report(report, {}, ranks)[table]
+
+    return get
+
+
+def _describe_method(report: str, method: str, table: str, series: str):
+    def get(self, ranks: Optional[List[int]] = None) -> Optional[pd.DataFrame]:
+        return self._describe_table(report, method, table, series, ranks)
+
+    return get
+
+
+def _series_method(report: str, method: str, table: str, series: str):
+    def get(self, ranks: Optional[List[int]] = None) -> Dict[int, pd.DataFrame]:
+        return self._series(report, method, table, ranks)
+
+    return get
+
+
+_FORMS = {"job_table": _job_table_method, "rank_table": _rank_table_method,
+          "describe": _describe_method, "series": _series_method}
+
+
+def _add_catalog_methods(cls: type) -> None:
+    for report, _hta, _summary, _options, methods in _C.report_kinds():
+        for name, table, form, doc, series in methods:
+            if form not in _FORMS:
+                continue  # hand-written in the class
+            method = _FORMS[form](report, name, table, series)
+            method.__name__ = name
+            method.__qualname__ = f"{cls.__name__}.{name}"
+            method.__doc__ = doc
+            setattr(cls, name, method)
+
+
+_add_catalog_methods(TraceAnalysis)
 
 
 class TraceDiff:

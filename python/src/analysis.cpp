@@ -19,7 +19,9 @@
 #include "bindings.h"
 #include "common.h"
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope::python {
 
@@ -247,6 +249,23 @@ py::list trace_diff_py(const std::vector<TraceFile>& control, const std::vector<
   return tables_of(reports);
 }
 
+// ReportMethod::Form as opscope.analysis names it.
+std::string_view form_name(ReportMethod::Form form) {
+  switch (form) {
+    case ReportMethod::Form::kHandWritten:
+      break;
+    case ReportMethod::Form::kJobTable:
+      return "job_table";
+    case ReportMethod::Form::kRankTable:
+      return "rank_table";
+    case ReportMethod::Form::kDescribe:
+      return "describe";
+    case ReportMethod::Form::kSeries:
+      return "series";
+  }
+  return "hand_written";
+}
+
 void write_traces_with_counters_py(const std::vector<TraceFile>& traces,
                                    const std::vector<std::string>& out_paths,
                                    const py::dict& given) {
@@ -292,12 +311,23 @@ void bind_analysis(py::module_& m) {
       [] {
         py::list out;
         for (const ReportKind& k : report_kinds()) {
-          out.append(
-              py::make_tuple(std::string(k.name), std::string(k.hta), std::string(k.summary)));
+          py::list options;
+          for (const std::string_view o : k.options) options.append(std::string(o));
+          py::list methods;
+          for (const ReportMethod& method : k.methods) {
+            methods.append(py::make_tuple(std::string(method.name), std::string(method.table),
+                                          std::string(form_name(method.form)),
+                                          std::string(method.doc), std::string(method.series)));
+          }
+          out.append(py::make_tuple(std::string(k.name), std::string(k.hta), std::string(k.summary),
+                                    options, methods));
         }
         return out;
       },
-      "The reports run_report knows, as (name, HTA method, summary) tuples.");
+      "The reports run_report knows, as (name, HTA method, summary, options, methods) tuples: "
+      "options the report_options keys it reads (beyond drop_last_step and first_position), "
+      "methods the TraceAnalysis methods it answers as (name, table, form, docstring, series) "
+      "with form one of hand_written, job_table, rank_table, describe, series.");
   m.def("run_report", &run_report_py, py::arg("name"), py::arg("traces"),
         py::arg("options") = py::dict(),
         "Runs report `name` over `traces` (the ranks of a job, in their positions) with the "

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "bindings.h"
-#include "collect/collector.h"
 #include "common.h"
 #include "opscope/execution_trace.h"
+#include "opscope/extension.h"
 #include "opscope/legacy.h"
 #include "opscope/schedule.h"
 #include "python_memory.h"
@@ -174,10 +174,10 @@ bool threading_name(std::string* name) {
 }  // namespace
 
 void bind_profiler(py::module_& m) {
-  collect::set_thread_name_hook(&threading_name);
+  extension::set_thread_name_hook(&threading_name);
   // Once the interpreter shuts down, threads that register keep their OS names.
   py::module_::import("atexit").attr("register")(
-      py::cpp_function([] { collect::set_thread_name_hook(nullptr); }));
+      py::cpp_function([] { extension::set_thread_name_hook(nullptr); }));
 
   py::enum_<ActivityType>(m, "ProfilerActivity", "What a profiling session records.")
       .value("CPU", ActivityType::kCPU)

@@ -41,18 +41,16 @@
 #include <type_traits>
 
 #include "bindings.h"
-#include "collect/collector.h"
-#include "collect/string_table.h"
+#include "opscope/extension.h"
 #include "opscope/internal/collector.h"
 #include "opscope/module.h"
 #include "python_frames.h"
-#include "record/stack_capture.h"
 
 namespace opscope::python {
 namespace {
 
-using record::kLabelFrameBit;
-using record::kMaxStackFrames;
+using extension::kLabelFrameBit;
+using extension::kMaxStackFrames;
 
 // The executable code of one loaded object: [lo, hi).
 struct CodeRange {
@@ -198,7 +196,7 @@ std::uint32_t intern_frame(const RawFrame& f) {
   std::string text;
   text.reserve(file.size() + static_cast<std::size_t>(len) + function.size());
   text.append(file).append(line, static_cast<std::size_t>(len)).append(function);
-  return collect::intern(text);
+  return extension::intern(text);
 }
 
 // The label word of a frame; 0 when it could not be made (out of memory).
@@ -210,7 +208,7 @@ std::uint64_t label_of(const RawFrame& f) noexcept {
   try {
     // This may run while a stack blob is written in place, and interning (and the UTF-8
     // of the names) allocates: no allocation report may land inside the blob.
-    const collect::OwnWorkScope own_work;
+    const extension::OwnWorkScope own_work;
     label = intern_frame(f);
   } catch (...) {
     return 0;
@@ -312,7 +310,7 @@ std::uint32_t intern_joined(std::string_view a, std::string_view b, std::string_
   std::string joined;
   joined.reserve(a.size() + b.size() + c.size());
   joined.append(a).append(b).append(c);
-  return collect::intern(joined);
+  return extension::intern(joined);
 }
 
 PyObject* scope_enter(PyObject* op, PyObject* /*unused*/) {
@@ -331,8 +329,8 @@ PyObject* scope_enter(PyObject* op, PyObject* /*unused*/) {
   const internal::ModuleFrame* parent = internal::t_module;
   try {
     const std::uint32_t path = parent != nullptr
-                                   ? intern_joined(collect::interned(parent->path_id), ".", name)
-                                   : collect::intern(name);
+                                   ? intern_joined(extension::interned(parent->path_id), ".", name)
+                                   : extension::intern(name);
     const std::uint32_t label = intern_joined("nn.Module: ", name, {});
     self->frame = internal::ModuleFrame{parent, nullptr, path, label};
   } catch (const std::bad_alloc&) {
@@ -453,8 +451,8 @@ void bind_python_stacks(pybind11::module_& m) {
 
   g_interpreter = code_range_of(reinterpret_cast<const void*>(&PyEval_EvalCode));
   g_extension = code_range_of(reinterpret_cast<const void*>(&python_stack));
-  g_library = code_range_of(reinterpret_cast<const void*>(&record::set_foreign_stack_provider));
-  record::set_foreign_stack_provider(&python_stack);
+  g_library = code_range_of(reinterpret_cast<const void*>(&extension::set_foreign_stack_provider));
+  extension::set_foreign_stack_provider(&python_stack);
 }
 
 }  // namespace opscope::python

@@ -12,9 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "analysis/event_rows.h"
-#include "analysis/inputs_text.h"
-#include "analysis/stacks.h"
 #include "bindings.h"
 #include "common.h"
 #include "opscope/export.h"
@@ -25,8 +22,8 @@ namespace opscope::python {
 
 std::vector<std::string> ResultView::stack(const Event& event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!symbolizer_) symbolizer_ = std::make_unique<analysis::Symbolizer>();
-  return analysis::stack_text(*result_, event, *symbolizer_);
+  if (!texts_) texts_ = std::make_unique<EventTexts>(*result_);
+  return texts_->stack(event);
 }
 
 std::int64_t ResultView::memory(std::size_t index, bool self, DeviceType device) {
@@ -61,8 +58,8 @@ std::vector<FunctionEventAvg> ResultView::rows(std::span<const std::int32_t> eve
   std::lock_guard<std::mutex> lock(mutex_);
   if (!memory_) memory_ = event_memory(*result_);
   if (!cuda_) cuda_ = event_cuda(*result_);
-  if (!symbolizer_) symbolizer_ = std::make_unique<analysis::Symbolizer>();
-  return analysis::event_rows(*result_, events, *memory_, *cuda_, *symbolizer_);
+  if (!texts_) texts_ = std::make_unique<EventTexts>(*result_);
+  return texts_->rows(events, *memory_, *cuda_);
 }
 
 namespace {
@@ -298,9 +295,15 @@ void bind_results(py::module_& m) {
       .def(
           "export_chrome_trace",
           [](const ResultView& v, const std::string& path) {
-            export_chrome_trace(v.result(), path);
+            export_trace(v.result(), path, "chrome");
           },
           py::arg("path"), Release())
+      .def(
+          "export_trace",
+          [](const ResultView& v, const std::string& path, const std::string& format) {
+            export_trace(v.result(), path, format);
+          },
+          py::arg("path"), py::arg("format") = "", Release())
       .def(
           "chrome_trace_json", [](const ResultView& v) { return chrome_trace_json(v.result()); },
           Release())
@@ -447,7 +450,7 @@ void bind_results(py::module_& m) {
                                std::vector<std::string> out;
                                if (const EventDetail* d = f.detail()) {
                                  for (const RecordedValue& v : d->inputs) {
-                                   out.push_back(analysis::type_text(v));
+                                   out.push_back(input_type_text(v));
                                  }
                                }
                                return out;
@@ -457,7 +460,7 @@ void bind_results(py::module_& m) {
                                std::vector<std::string> out;
                                if (const EventDetail* d = f.detail()) {
                                  for (const RecordedValue& v : d->inputs) {
-                                   out.push_back(analysis::concrete_text(v));
+                                   out.push_back(concrete_input_text(v));
                                  }
                                }
                                return out;

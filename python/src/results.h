@@ -1,5 +1,5 @@
-// A finished window as the Python objects see it: the immutable ProfilerResult and a
-// symbolizer for its stacks, shared by the EventList, FunctionEvent and KeyAverages made from
+// A finished window as the Python objects see it: the immutable ProfilerResult and the
+// texts of its events (EventTexts: stacks symbolized once per address), shared by the EventList, FunctionEvent and KeyAverages made from
 // it (they outlive the Profiler's next window).
 #pragma once
 
@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/symbolizer.h"
 #include "opscope/key_averages.h"
 #include "opscope/result.h"
 
@@ -37,16 +36,16 @@ class ResultView {
   // are CUDA-event spans (torch's legacy timing) rather than launched work. Thread-safe.
   std::vector<std::int32_t> gpu_events_of(std::size_t index, bool* spans);
 
-  // Table rows of single events (analysis::event_rows), with this view's memory sums and
+  // Table rows of single events (EventTexts::rows), with this view's memory sums and
   // symbolizer. Thread-safe.
   std::vector<FunctionEventAvg> rows(std::span<const std::int32_t> events);
 
  private:
   std::shared_ptr<const ProfilerResult> result_;
   std::mutex mutex_;
-  std::unique_ptr<analysis::Symbolizer> symbolizer_;  // made on first use: it reads /proc
-  std::optional<EventMemory> memory_;                 // made on first use
-  std::optional<EventCuda> cuda_;                     // made on first use
+  std::unique_ptr<EventTexts> texts_;  // made on first use: its symbolizer reads /proc
+  std::optional<EventMemory> memory_;  // made on first use
+  std::optional<EventCuda> cuda_;      // made on first use
   // gpu_attribution() by range, made on first use.
   std::optional<std::unordered_map<std::int32_t, std::vector<std::int32_t>>> gpu_events_;
   bool gpu_spans_ = false;

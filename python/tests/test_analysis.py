@@ -251,6 +251,22 @@ def test_operator_table_covers_every_rank(job):
     assert (ops["# of Calls"] > 0).all()
 
 
+def test_every_method_of_the_catalog_is_a_method():
+    """Each report's catalog row names the HTA methods it answers: those of a common form are
+    made from the row (with its docstring), the rest are written in opscope.analysis."""
+    from opscope import _C
+    from opscope.analysis import TraceAnalysis
+
+    named = [m for kind in _C.report_kinds() for m in kind[4]]
+    assert {"get_temporal_breakdown", "get_queue_length_time_series", "get_operator_table",
+            "get_cuda_kernel_launch_stats"} <= {m[0] for m in named}
+    for name, table, form, doc, _series in named:
+        method = getattr(TraceAnalysis, name)
+        assert method.__name__ == name and table
+        if form != "hand_written":
+            assert method.__doc__ == doc and doc
+
+
 def test_visualize_warns_and_returns_the_same_frames():
     from opscope.analysis import TraceAnalysis
 

@@ -1,8 +1,8 @@
 // The counter time series of Holistic Trace Analysis (hta/analyzers/trace_counters.py) in
-// whole nanoseconds of the trace's own clock, shared by the reports of
-// src/analysis/counter_reports.cpp (which shift them to HTA's aligned microseconds) and by
-// the trace writer of src/export/trace_with_counters.cpp (which writes them back as "C"
-// events at their absolute times, as generate_trace_with_counters does).
+// whole nanoseconds of the trace's own clock (counter_series.cpp), shared by the reports of
+// src/analysis/reports/queue.cpp and counters.cpp (which shift them to HTA's aligned
+// microseconds) and by the trace writer of src/export/trace_with_counters.cpp (which writes
+// them back as "C" events at their absolute times, as generate_trace_with_counters does).
 #pragma once
 
 #include <cstdint>

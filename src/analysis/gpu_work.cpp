@@ -1,4 +1,5 @@
-// The GPU work of a rank as Holistic Trace Analysis sees it (gpu_work.h).
+// The GPU work of a rank as Holistic Trace Analysis sees it (gpu_work.h), and rank_of()
+// (opscope/trace_analysis.h).
 #include "analysis/gpu_work.h"
 
 #include <limits>
@@ -25,15 +26,17 @@ std::int64_t correlation_of(const ProfilerResult& r, const Event& e) {
   return d != nullptr ? d->gpu.correlation : -1;
 }
 
-bool is_profiler_step(std::string_view name) {
-  constexpr std::string_view kPrefix = "ProfilerStep#";
-  // The first letter first: every event's name is asked, and few start with a 'P'.
-  if (name.size() <= kPrefix.size() || name[0] != 'P' ||
-      name.compare(0, kPrefix.size(), kPrefix) != 0) {
-    return false;
-  }
-  return name[kPrefix.size()] >= '0' && name[kPrefix.size()] <= '9';
+}  // namespace opscope::internal
+
+namespace opscope {
+
+std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback) {
+  return r.rank() >= 0 ? r.rank() : fallback;
 }
+
+}  // namespace opscope
+
+namespace opscope::internal {
 
 bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
   std::vector<std::string_view> steps;

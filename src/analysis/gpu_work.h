@@ -1,5 +1,5 @@
 // The GPU work of a rank as Holistic Trace Analysis sees it, shared by the reports of
-// opscope/trace_analysis.h (src/analysis/*_reports.cpp): which events are GPU work and on
+// opscope/trace_analysis.h (src/analysis/reports/): which events are GPU work and on
 // which stream, which of them an analysis keeps (HTA drops the last profiler step), and the
 // interval arithmetic and statistics the reports are made of.
 #pragma once
@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/profiler_step.h"
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
 
@@ -25,9 +26,6 @@ std::int64_t stream_of(const ProfilerResult& r, const Event& e);
 
 // The correlation id of an event (runtime call or GPU work), -1 when it has none.
 std::int64_t correlation_of(const ProfilerResult& r, const Event& e);
-
-// HTA's ProfilerStepGroupingPattern: ^ProfilerStep#(\d+).
-bool is_profiler_step(std::string_view name);
 
 // Whether the analysis leaves out the last profiler step, as HTA does by default: when the
 // traces hold at least two distinct ProfilerStep#N names.

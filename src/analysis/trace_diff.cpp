@@ -3,8 +3,8 @@
 // compared, how often and for how long.
 //
 // HTA's steps, and where opscope departs from them (each said at its place below):
-//   1. Load each side without aligning or filtering (LabeledTrace only parses): every complete
-//      event with a category other than "Trace".
+//   1. Load each side without aligning or filtering (LabeledTrace only parses): the events of
+//      HTA's DataFrame (in_hta_frame, analysis/hta_events.h).
 //   2. Give each event an iteration: the ProfilerStep#N whose span holds its start (events
 //      without a stream), or its launcher's (GPU work, found by correlation id); else none.
 //   3. Keep the events of the chosen ranks and iterations, and of the chosen device.
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "analysis/gpu_work.h"
+#include "analysis/hta_events.h"
 #include "opscope/error.h"
 #include "opscope/trace_analysis.h"
 
@@ -27,21 +28,13 @@ namespace {
 
 using Ranks = std::span<const std::shared_ptr<const ProfilerResult>>;
 using internal::correlation_of;
+using internal::in_hta_frame;
 using internal::stream_of;
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-// HTA's MemoryKernelGroupingPattern, (^(hip)?Memcpy)|(^(hip)?Memset)|(^dma): unlike
-// kernel_type(), a "hipMemcpy..." is memory here (no communication test comes first).
-bool is_memory_kernel(std::string_view n) {
-  if (starts_with(n, "hip")) n.remove_prefix(3);
-  return starts_with(n, "Memcpy") || starts_with(n, "Memset") || starts_with(n, "dma");
-}
 
 // HTA's regex ProfilerStep\s*#\s*(\d+) (re.match: at the start of the name): N, or -1.
 std::int64_t step_number(std::string_view name) {
   constexpr std::string_view kPrefix = "ProfilerStep";
-  if (!starts_with(name, kPrefix)) return -1;
+  if (!name.starts_with(kPrefix)) return -1;
   std::size_t i = kPrefix.size();
   const auto space = [&] {
     while (i < name.size() && (name[i] == ' ' || name[i] == '\t' || name[i] == '\n' ||
@@ -62,16 +55,6 @@ std::int64_t step_number(std::string_view name) {
   return n;
 }
 
-// The events HTA's parser keeps (it drops rows without "dur" or "cat" and those of category
-// "Trace", Kineto's whole-window span): complete events with a category. Instants, flows,
-// counters and metadata have no "dur". (A complete event written without "dur" is kept here
-// with a duration of 0, where HTA drops it; Kineto always writes one.)
-bool hta_keeps(const ProfilerResult& r, const Event& e) {
-  if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) return false;
-  const std::string_view cat = r.category(e);
-  return !cat.empty() && cat != "Trace";
-}
-
 // The iteration of each event of `r` (-1: none; also for the events HTA does not keep).
 std::vector<std::int64_t> iterations_of(const ProfilerResult& r) {
   const std::vector<Event>& events = r.events();
@@ -85,7 +68,8 @@ std::vector<std::int64_t> iterations_of(const ProfilerResult& r) {
   };
   std::vector<Step> steps;
   for (const Event& e : events) {
-    if (stream_of(r, e) >= 0 || e.kind == EventKind::kGpuAnnotation || !hta_keeps(r, e)) continue;
+    if (stream_of(r, e) >= 0 || e.kind == EventKind::kGpuAnnotation || !in_hta_frame(r, e))
+      continue;
     const std::int64_t n = step_number(e.name);
     if (n >= 0) steps.push_back({e.start_ns, e.end_ns, n});
   }
@@ -112,7 +96,7 @@ std::vector<std::int64_t> iterations_of(const ProfilerResult& r) {
   std::unordered_map<std::int64_t, std::size_t> launcher;  // correlation -> event
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
-    if (!hta_keeps(r, e) || stream_of(r, e) >= 0) continue;
+    if (!in_hta_frame(r, e) || stream_of(r, e) >= 0) continue;
     iteration[i] = step_at(e.start_ns);
     const std::int64_t c = correlation_of(r, e);
     if (c != -1 && !gpu_side(e)) launcher[c] = i;
@@ -122,7 +106,7 @@ std::vector<std::int64_t> iterations_of(const ProfilerResult& r) {
   // in a diff. opscope treats every stream alike.
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
-    if (!hta_keeps(r, e) || stream_of(r, e) < 0) continue;
+    if (!in_hta_frame(r, e) || stream_of(r, e) < 0) continue;
     const std::int64_t c = correlation_of(r, e);
     if (c < 0) continue;
     const auto it = launcher.find(c);
@@ -148,7 +132,7 @@ Side side_of(std::string label, Ranks results) {
     s.ranks.push_back(rank_of(r, static_cast<std::int64_t>(i)));
     s.all_ranks.insert(s.ranks.back());
     for (const Event& e : r.events()) {
-      if (!hta_keeps(r, e)) continue;
+      if (!in_hta_frame(r, e)) continue;
       const std::int64_t n = step_number(e.name);
       if (n >= 0) s.all_iterations.insert(n);
     }
@@ -221,7 +205,7 @@ std::map<std::string, Totals> summary(const Side& side, const std::vector<std::i
 }  // namespace
 
 std::string shorten_name(std::string_view name) {
-  if (is_memory_kernel(name)) return std::string(name);
+  if (internal::is_memory_kernel(name)) return std::string(name);
   if (name.find('<') == std::string_view::npos && name.find('(') == std::string_view::npos) {
     return std::string(name);
   }

@@ -1,9 +1,12 @@
 // The activity backends: what records a window's events, behind one interface.
 //
 // A recording window (session::Recorder) runs one backend per kind of activity it was asked
-// for: the CPU ranges of the collector (CpuBackend) and, later, GPU activity. The recorder only
-// coordinates them: it prepares and starts every backend when the window opens, stops every
-// one when it closes, then has each add what it recorded to the window's one result.
+// for, as the backend registry (registry.h) makes them: the CPU ranges of the collector
+// (CpuBackend), CUDA activity through CUPTI (CuptiBackend), ranges timed with CUDA events
+// (CudaEventBackend). The recorder only coordinates them: it prepares every backend before
+// the window opens (at the schedule's WARMUP step when there is one), starts every one when it
+// opens, stops every one when it closes, then has each add what it recorded to the window's
+// one result.
 #pragma once
 
 #include <string_view>

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/registry.h"
 #include "collect/string_table.h"
 #include "record/call_sites.h"
 #include "record/memory_record.h"
@@ -317,6 +318,18 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
   stats.ranges_open_at_stop =
       drained.ranges_begun > accounted ? drained.ranges_begun - accounted : 0;
   stats.buffer_bytes = drained.buffer_bytes;
+}
+
+const BackendEntry& cpu_backend_entry() {
+  static constexpr BackendEntry kEntry{
+      .name = "cpu",
+      .activity = ActivityType::kCPU,
+      .unavailable_reason = [] { return std::string(); },
+      .make = [](const WindowRequest& request) -> std::unique_ptr<ActivityBackend> {
+        return std::make_unique<CpuBackend>(request.epoch, request.lenses);
+      },
+  };
+  return kEntry;
 }
 
 }  // namespace opscope::backend

@@ -1,5 +1,6 @@
 // The CPU backend: the ranges, instants, memory reports and lens side records that threads
-// write into their collector buffers during a window, decoded into the window's result.
+// write into their collector buffers during a window, decoded into the window's result. Its
+// row in the backend registry (registry.h) is cpu_backend_entry(), at the end of cpu_backend.cpp.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 
 namespace opscope::backend {
 namespace {

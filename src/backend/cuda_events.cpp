@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda_probe.h"
+#include "backend/gpu_activity.h"
 #include "opscope/error.h"
 #include "opscope/internal/clock.h"
 #include "opscope/observer.h"
@@ -116,35 +117,6 @@ std::string cuda_event_timing_unavailable_reason() {
   return {};
 }
 
-void add_cuda_event_spans(ProfilerResult::Builder& builder, std::vector<CudaEventSpan> spans,
-                          const std::string& process_name) {
-  std::map<std::int32_t, std::int32_t> thread_of_device;
-  for (const CudaEventSpan& s : spans) {
-    auto [it, added] = thread_of_device.try_emplace(s.device, 0);
-    if (!added) continue;
-    builder.add_process(gpu_process(s.device, process_name));
-    ThreadInfo t;
-    t.tid = 0;
-    t.name = "CUDA events";
-    t.pid = s.device;
-    t.device = s.device;
-    it->second = builder.add_thread(std::move(t));
-  }
-  for (const CudaEventSpan& s : spans) {
-    Event e;
-    e.name = builder.keep(s.name);
-    e.kind = EventKind::kGpuAnnotation;
-    e.thread = thread_of_device[s.device];
-    e.start_ns = s.start_ns;
-    e.end_ns = std::max(s.end_ns, s.start_ns);
-    EventDetail d;
-    d.gpu.external_id = static_cast<std::int64_t>(s.handle);
-    d.gpu.device = s.device;
-    e.detail = builder.add_detail(std::move(d));
-    builder.add_event(e);
-  }
-}
-
 CudaEventBackend::CudaEventBackend(CudaEventApi api, std::function<bool()> selected)
     : shared_(std::make_shared<Shared>()) {
   shared_->api = api;
@@ -223,7 +195,7 @@ void CudaEventBackend::collect(ProfilerResult::Builder& builder, const clock::Ti
     auto [it, added] = base.try_emplace(t.device, &t);
     if (!added && t.start_ticks < it->second->start_ticks) it->second = &t;
   }
-  std::vector<CudaEventSpan> spans;
+  std::vector<TimedRange> spans;
   spans.reserve(timed.size());
   for (const Shared::Timed& t : timed) {
     const Shared::Timed& b = *base[t.device];
@@ -244,7 +216,7 @@ void CudaEventBackend::collect(ProfilerResult::Builder& builder, const clock::Ti
     api.event_destroy(t.start);
     api.event_destroy(t.end);
   }
-  add_cuda_event_spans(builder, std::move(spans), util::program_name());
+  add_timed_ranges(builder, std::move(spans), util::program_name());
   builder.add_metadata(
       "opscope_cuda_events",
       "{\"placement\": \"each device's first event at the CPU time it was recorded\", "

@@ -8,9 +8,9 @@
 // it). Creating and recording an event costs a driver call or two per range end, as it does in
 // torch; only ranges of threads the owner selects are timed.
 //
-// Each timed range becomes a span on its device: an EventKind::kGpuAnnotation named like the
-// range, whose detail's gpu.external_id is the range's handle, on the thread "CUDA events" of
-// the device's process ("GPU N"). key_averages() counts it as the range's CUDA time when the
+// Each timed range becomes a span on its device, laid out by add_timed_ranges (gpu_activity.h):
+// an EventKind::kGpuAnnotation named like the range, whose detail's gpu.external_id is the
+// range's handle, on the thread "CUDA events" of the device's process ("GPU N"). key_averages() counts it as the range's CUDA time when the
 // result holds no kernels, copies or sets (event_cuda), as torch appends it to the range as a
 // kernel of the range's own name.
 //
@@ -45,24 +45,14 @@ struct CudaEventApi {
   static CudaEventApi load(const std::string& driver = "libcuda.so.1");
 };
 
+// Tests: the windows that time ranges use `api` instead of the driver's, and count as able to
+// (the row's unavailable_reason() is ""); nullptr: the driver again. Set it before a window
+// opens and clear it after.
+void set_cuda_event_api_for_testing(const CudaEventApi* api);
+
 // "" when ranges can be timed with CUDA events here; otherwise why not, in a sentence: no
 // driver, no device, or (until this has run on a GPU) OPSCOPE_EXPERIMENTAL_CUPTI=1 not set.
 std::string cuda_event_timing_unavailable_reason();
-
-// One timed range, its times on the CPU ranges' clock (ns since the Unix epoch).
-struct CudaEventSpan {
-  std::uint64_t handle = 0;  // the range's
-  std::string_view name;     // the range's (copied into the result)
-  std::int32_t device = 0;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-};
-
-// Adds spans to `builder` as the backend does: a process per device named `process_name`,
-// labelled "GPU N" (as the CUPTI backend names them), a thread "CUDA events" in each, and a
-// kGpuAnnotation per span. The legacy profiler's lists come back into a result through this.
-void add_cuda_event_spans(ProfilerResult::Builder& builder, std::vector<CudaEventSpan> spans,
-                          const std::string& process_name);
 
 class CudaEventBackend final : public ActivityBackend {
  public:

@@ -138,11 +138,6 @@ bool cuda_experimental_opt_in() {
   return opt_in != nullptr && std::string(opt_in) == "1";
 }
 
-ProcessInfo gpu_process(std::int32_t device, const std::string& program_name) {
-  return {device, program_name, "GPU " + std::to_string(device),
-          0x1000000 + static_cast<std::int64_t>(device)};
-}
-
 const CudaProbe& cuda_probe() {
   static const CudaProbe probe = probe_cuda(default_cuda_libraries());
   return probe;

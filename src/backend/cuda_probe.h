@@ -3,11 +3,8 @@
 // GPU pays nothing until CUDA activity is asked for.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
-
-#include "opscope/result.h"
 
 namespace opscope::backend {
 
@@ -38,10 +35,6 @@ CudaProbe probe_cuda(const CudaLibraries& libs);
 // Whether OPSCOPE_EXPERIMENTAL_CUPTI=1 is set: until opscope's CUDA recording (the CUPTI
 // backend, CUDA-event timing) has run on a GPU, it records only when asked to.
 bool cuda_experimental_opt_in();
-
-// Kineto's process of a GPU in a trace: named after the program, labelled "GPU N", sorted
-// after the CPU processes. Every backend that puts events on a device uses it.
-ProcessInfo gpu_process(std::int32_t device, const std::string& program_name);
 
 // probe_cuda(default_cuda_libraries()), done once per process; later calls return the first
 // answer.

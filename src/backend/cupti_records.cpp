@@ -5,11 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <set>
 #include <utility>
 
-#include "backend/cuda_probe.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 
 namespace opscope::backend {
 namespace {
@@ -171,7 +169,7 @@ void CuptiRecords::add(const CUpti_Activity& record) {
       // The innermost range's handle, pushed while the call ran; the first one kept.
       const std::uint32_t correlation = c.correlationId;  // packed fields: copied, not bound
       const std::uint64_t external = c.externalId;
-      external_id_.try_emplace(correlation, external);
+      activity_.add_external_id(correlation, external);
       return;
     }
     default:
@@ -181,8 +179,8 @@ void CuptiRecords::add(const CUpti_Activity& record) {
 }
 
 template <typename Record>
-CuptiRecords::Pending CuptiRecords::gpu_work(EventKind kind, std::string name, const Record& r) {
-  Pending p;
+GpuRecord CuptiRecords::gpu_work(EventKind kind, std::string name, const Record& r) {
+  GpuRecord p;
   p.kind = kind;
   p.name = std::move(name);
   p.start_ns = ns(r.start);
@@ -199,7 +197,7 @@ CuptiRecords::Pending CuptiRecords::gpu_work(EventKind kind, std::string name, c
 }
 
 void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
-  Pending p = gpu_work(EventKind::kKernel, demangled(k.name), k);
+  GpuRecord p = gpu_work(EventKind::kKernel, demangled(k.name), k);
   p.gpu.grid[0] = k.gridX;
   p.gpu.grid[1] = k.gridY;
   p.gpu.grid[2] = k.gridZ;
@@ -222,7 +220,7 @@ void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
       w.number(blocks * threads / 32.0 / sms->second);
     }
   });
-  pending_.push_back(std::move(p));
+  activity_.add(std::move(p));
 }
 
 void CuptiRecords::add_memcpy(const CUpti_ActivityMemcpy6& m) {
@@ -234,7 +232,7 @@ void CuptiRecords::add_memset(const CUpti_ActivityMemset4& m) {
   add_transfer(gpu_work(EventKind::kMemset, memset_name(m.memoryKind), m), m.bytes);
 }
 
-void CuptiRecords::add_transfer(Pending p, std::uint64_t bytes) {
+void CuptiRecords::add_transfer(GpuRecord p, std::uint64_t bytes) {
   p.gpu.bytes = static_cast<std::int64_t>(bytes);
   p.other_args = object_text([&](internal::JsonWriter& w) {
     w.key("context");
@@ -242,11 +240,11 @@ void CuptiRecords::add_transfer(Pending p, std::uint64_t bytes) {
     w.key("memory bandwidth (GB/s)");
     w.number(gbps(bytes, p.end_ns - p.start_ns));
   });
-  pending_.push_back(std::move(p));
+  activity_.add(std::move(p));
 }
 
 void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
-  Pending p;
+  GpuRecord p;
   p.kind = a.kind == CUPTI_ACTIVITY_KIND_DRIVER ? EventKind::kDriver : EventKind::kRuntime;
   p.name = context_.api_name ? context_.api_name(a.kind, a.cbid) : std::string();
   if (p.name.empty()) p.name = "cbid " + std::to_string(a.cbid);
@@ -259,11 +257,11 @@ void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
     w.key("cbid");
     w.integer(a.cbid);
   });
-  pending_.push_back(std::move(p));
+  activity_.add(std::move(p));
 }
 
 void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
-  Pending p;
+  GpuRecord p;
   p.kind = EventKind::kOther;
   p.category = "cuda_sync";
   p.name = std::string(sync_name(s.type));
@@ -280,11 +278,11 @@ void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
   });
   p.context = s.contextId;
   p.device_known = false;  // the context's, known from the other records at emit()
-  pending_.push_back(std::move(p));
+  activity_.add(std::move(p));
 }
 
 void CuptiRecords::add_memory(const CUpti_ActivityMemory4& m) {
-  Pending p;
+  GpuRecord p;
   p.kind = EventKind::kMemory;
   p.name = "[memory]";
   p.start_ns = p.end_ns = ns(m.timestamp);
@@ -296,97 +294,11 @@ void CuptiRecords::add_memory(const CUpti_ActivityMemory4& m) {
       release ? -static_cast<std::int64_t>(m.bytes) : static_cast<std::int64_t>(m.bytes);
   p.memory.device = {DeviceType::kCUDA, static_cast<std::int8_t>(m.deviceId)};
   p.memory.action = release ? MemoryAction::kFree : MemoryAction::kAllocate;
-  pending_.push_back(std::move(p));
+  activity_.add(std::move(p));
 }
 
 void CuptiRecords::emit(ProfilerResult::Builder& builder) {
-  // Contexts' devices, for syncs (whose records name the context only).
-  std::map<std::uint32_t, std::uint32_t> device_of_context;
-  // The calls by correlation: flows start there, allocations happen on their thread.
-  std::unordered_map<std::uint32_t, const Pending*> call_of;
-  std::set<std::uint32_t> devices;
-  for (const Pending& p : pending_) {
-    if (p.kind == EventKind::kRuntime || p.kind == EventKind::kDriver) {
-      call_of.emplace(p.correlation, &p);
-    } else if (p.gpu_side && p.device_known) {
-      devices.insert(p.device);
-      device_of_context.emplace(p.context, p.device);
-    }
-  }
-  for (Pending& p : pending_) {
-    if (!p.device_known) {
-      const auto it = device_of_context.find(p.context);
-      p.device = it != device_of_context.end() ? it->second : 0;
-      p.gpu.device = static_cast<std::int32_t>(p.device);
-      p.device_known = true;
-      devices.insert(p.device);
-    }
-  }
-  for (const std::uint32_t d : devices) {
-    builder.add_process(gpu_process(static_cast<std::int32_t>(d), context_.process_name));
-  }
-
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::int32_t> stream_thread;
-  std::unordered_map<std::uint64_t, std::int32_t> cpu_thread;
-  const auto thread_of_stream = [&](std::uint32_t device, std::uint32_t stream) {
-    auto [it, added] = stream_thread.try_emplace({device, stream}, 0);
-    if (added) {
-      ThreadInfo t;
-      t.tid = stream;
-      t.name = "stream " + std::to_string(stream);
-      t.pid = device;
-      t.device = static_cast<std::int32_t>(device);
-      t.stream = stream;
-      it->second = builder.add_thread(std::move(t));
-    }
-    return it->second;
-  };
-  const auto thread_of_call = [&](std::uint64_t tid) {
-    auto [it, added] = cpu_thread.try_emplace(tid, 0);
-    if (added) {
-      it->second = builder.find_thread(tid);
-      if (it->second < 0) it->second = builder.add_thread({tid, {}});
-    }
-    return it->second;
-  };
-
-  for (const Pending& p : pending_) {
-    Event e;
-    e.name = builder.keep(p.name);
-    e.kind = p.kind;
-    e.start_ns = p.start_ns + context_.offset_ns;
-    e.end_ns = std::max(p.end_ns, p.start_ns) + context_.offset_ns;
-    if (!p.category.empty()) e.category = builder.category(p.category);
-    // The call this record belongs to (same correlation), and the range it ran in.
-    const auto call = call_of.find(p.correlation);
-    const auto external = external_id_.find(p.correlation);
-    EventDetail d;
-    if (p.kind == EventKind::kMemory) {
-      // An allocation: on the thread of the call that made it.
-      e.thread = thread_of_call(call != call_of.end() ? call->second->thread_id : 0);
-      d.memory = p.memory;
-    } else {
-      d.gpu = p.gpu;
-      if (external != external_id_.end()) {
-        d.gpu.external_id = static_cast<std::int64_t>(external->second);
-      }
-      if (!p.gpu_side) {
-        e.thread = thread_of_call(p.thread_id);
-      } else {
-        e.thread = thread_of_stream(p.device, p.stream);
-        if (p.kind != EventKind::kOther && call != call_of.end()) {
-          builder.add_flow("ac2g", p.correlation,
-                           {thread_of_call(call->second->thread_id),
-                            call->second->start_ns + context_.offset_ns},
-                           {e.thread, e.start_ns});
-        }
-      }
-    }
-    e.other_args = builder.add_other_args(p.other_args);
-    e.detail = builder.add_detail(std::move(d));
-    builder.add_event(e);
-  }
-  pending_.clear();
+  activity_.emit(builder, context_.offset_ns, context_.process_name);
 }
 
 }  // namespace opscope::backend

@@ -1,7 +1,7 @@
 // CUPTI activity records into the result model, as Kineto lays them out in its traces
-// (../shared/peers/kineto-traces): GPU work on "stream N" threads of a process per device,
-// runtime and driver calls on the CPU threads that made them, Kineto's args, "ac2g" flows from
-// each call to the work it launched, and "External id"s from CUPTI's external correlation.
+// (../shared/peers/kineto-traces): each record is translated into a vendor-neutral GpuRecord
+// with Kineto's names and args for it, and backend::GpuActivity (gpu_activity.h) lays those out:
+// devices, streams, calls, "ac2g" flows and "External id"s from CUPTI's external correlation.
 //
 // The records are CUDA 13's (cupti_activity.h): their layouts are what a live CUPTI hands
 // over, so the unit tests build them as CUPTI would and the live backend passes its buffers
@@ -15,9 +15,9 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "backend/gpu_activity.h"
 #include "opscope/result.h"
 
 namespace opscope::backend {
@@ -55,38 +55,18 @@ class CuptiRecords {
   // handled are counted, not kept (skipped()).
   void add(const CUpti_Activity& record);
 
-  // Adds everything to `builder`: devices as processes ("GPU N"), streams as their threads,
-  // events with their details and flows. Calls whose thread the builder does not have yet
-  // (no range of it was recorded) get a thread of their own. May be called once.
+  // Adds everything to `builder` (GpuActivity::emit, with the context's clock offset and
+  // process name). May be called once.
   void emit(ProfilerResult::Builder& builder);
 
   std::uint64_t skipped() const { return skipped_; }
 
  private:
-  // A record kept until emit(): GPU work, a call, a sync, an allocation.
-  struct Pending {
-    EventKind kind;
-    std::string_view category;  // "" for the kind's implied one
-    std::string name;
-    std::int64_t start_ns;
-    std::int64_t end_ns;
-    std::uint32_t device = 0;
-    bool device_known = true;  // false: a sync, whose device is its context's
-    std::uint32_t context = 0;
-    std::uint32_t stream = 0;       // GPU side; CUPTI_INVALID_STREAM_ID for none
-    std::uint64_t thread_id = 0;    // calls: the OS thread that made them
-    std::uint32_t correlation = 0;  // 0: none
-    bool gpu_side = false;          // on a stream thread; else a CPU thread
-    GpuInfo gpu;
-    std::string other_args;  // JSON object text, or ""
-    MemoryUse memory;        // kMemory
-  };
-
   // What every record of GPU work has (kernels, copies and sets name these fields alike).
   template <typename Record>
-  static Pending gpu_work(EventKind kind, std::string name, const Record& r);
+  static GpuRecord gpu_work(EventKind kind, std::string name, const Record& r);
   // A copy or set: its bytes and Kineto's args for them, kept.
-  void add_transfer(Pending p, std::uint64_t bytes);
+  void add_transfer(GpuRecord p, std::uint64_t bytes);
   void add_kernel(const CUpti_ActivityKernel10& k);
   void add_memcpy(const CUpti_ActivityMemcpy6& m);
   void add_memset(const CUpti_ActivityMemset4& m);
@@ -98,8 +78,7 @@ class CuptiRecords {
   static std::int64_t ns(std::uint64_t cupti_ns) { return static_cast<std::int64_t>(cupti_ns); }
 
   CuptiContext context_;
-  std::vector<Pending> pending_;
-  std::unordered_map<std::uint32_t, std::uint64_t> external_id_;  // correlation -> External id
+  GpuActivity activity_;
   std::uint64_t skipped_ = 0;
 };
 

@@ -421,8 +421,8 @@ std::uint32_t thread_membership() noexcept { return t_ctx.member_epoch; }
 
 bool in_slow_path() noexcept { return t_slow_depth != 0; }
 
-OwnWorkScope::OwnWorkScope() noexcept { ++t_slow_depth; }
-OwnWorkScope::~OwnWorkScope() { --t_slow_depth; }
+void begin_own_work() noexcept { ++t_slow_depth; }
+void end_own_work() noexcept { --t_slow_depth; }
 
 std::uint32_t begin_epoch(const EpochOptions& options) {
   std::uint32_t epoch = g_last_epoch.load() + 1;

@@ -121,10 +121,13 @@ bool in_slow_path() noexcept;
 // blob is written in place (reserve_blob ... publish_blob), so that no report is appended
 // into the middle of the blob: a thread's first stack capture looking up its stack bounds,
 // Python frames interning their labels. Nests.
+// begin_own_work() and end_own_work() are the same, unscoped, in pairs.
+void begin_own_work() noexcept;
+void end_own_work() noexcept;
 class OwnWorkScope {
  public:
-  OwnWorkScope() noexcept;
-  ~OwnWorkScope();
+  OwnWorkScope() noexcept { begin_own_work(); }
+  ~OwnWorkScope() { end_own_work(); }
   OwnWorkScope(const OwnWorkScope&) = delete;
   OwnWorkScope& operator=(const OwnWorkScope&) = delete;
 };

@@ -19,7 +19,8 @@
 #include "analysis/flops.h"
 #include "analysis/inputs_text.h"
 #include "analysis/stacks.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
+#include "model/kineto_schema.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "util/program_name.h"
@@ -34,8 +35,9 @@ constexpr std::size_t kFlushBytes = 256 << 10;
 
 // Top-level keys the exporter writes itself; a metadata entry may not replace them.
 constexpr std::array<std::string_view, 8> kReservedKeys = {
-    "schemaVersion",   "deviceProperties",    "opscope",     "opscope_not_recorded",
-    "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName"};
+    kineto::kSchemaVersion,      kineto::kDeviceProperties, kineto::kOpscope,
+    kineto::kOpscopeNotRecorded, kineto::kDisplayTimeUnit,  kineto::kBaseTimeNanoseconds,
+    kineto::kTraceEvents,        kineto::kTraceName};
 
 constexpr std::size_t padded(std::size_t n) { return (n + 15) & ~std::size_t{15}; }
 
@@ -150,9 +152,9 @@ void key_on_new_line(JsonWriter& w, std::string_view key) {
 
 void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.begin_object();
-  w.key("schemaVersion");
+  w.key(kineto::kSchemaVersion);
   w.integer(1);
-  w.key("deviceProperties");
+  w.key(kineto::kDeviceProperties);
   std::string error;
   if (!r.device_properties().empty() && is_valid_json(r.device_properties(), &error)) {
     w.raw(r.device_properties());
@@ -175,7 +177,7 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
     }
   }
   const SessionStats& s = r.stats();
-  key_on_new_line(w, "opscope");
+  key_on_new_line(w, kineto::kOpscope);
   w.begin_object();
   w.key("version");
   w.string(kVersion);
@@ -203,14 +205,14 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.end_object();
   if (!s.not_recorded.empty()) {
     // Also at the top level, where a person opening the file sees it first.
-    key_on_new_line(w, "opscope_not_recorded");
+    key_on_new_line(w, kineto::kOpscopeNotRecorded);
     w.begin_array();
     for (const std::string& option : s.not_recorded) w.string(option);
     w.end_array();
   }
-  key_on_new_line(w, "displayTimeUnit");
+  key_on_new_line(w, kineto::kDisplayTimeUnit);
   w.string("ms");
-  w.key("baseTimeNanoseconds");
+  w.key(kineto::kBaseTimeNanoseconds);
   w.integer(r.start_time_ns());
 }
 
@@ -265,21 +267,32 @@ std::string complete_open(std::string_view cat) {
 // keys and braces. Checked generously.
 constexpr std::size_t kEventSlack = 512;
 
+// The keys put_args() copies, each with its quotes, its colon and what comes before it.
+constexpr auto kArgsExternalIdText = kineto::spliced(",\"args\":{\"", kineto::kExternalId, "\":");
+constexpr auto kRecordFunctionIdText = kineto::spliced(",\"", kineto::kRecordFunctionId, "\":");
+constexpr auto kSequenceNumberText = kineto::spliced(",\"", kineto::kSequenceNumber, "\":");
+constexpr auto kFwdThreadIdText = kineto::spliced(",\"", kineto::kFwdThreadId, "\":");
+constexpr std::string_view kArgsExternalId = kineto::text_of(kArgsExternalIdText);
+constexpr std::string_view kRecordFunctionIdKey = kineto::text_of(kRecordFunctionIdText);
+constexpr std::string_view kSequenceNumberKey = kineto::text_of(kSequenceNumberText);
+constexpr std::string_view kFwdThreadIdKey = kineto::text_of(kFwdThreadIdText);
+static_assert(kArgsExternalId == R"(,"args":{"External id":)");
+
 char* put_args(char* p, const Event& e) {
   // The handle is written twice: format it once, copy it as a fixed 24-byte block.
   char digits[24];
   const auto n = static_cast<std::size_t>(put_uint(digits, e.handle) - digits);
-  p = put(p, R"(,"args":{"External id":)");
+  p = put(p, kArgsExternalId);
   std::memcpy(p, digits, sizeof digits);
-  p = put(p + n, R"(,"Record function id":)");
+  p = put(p + n, kRecordFunctionIdKey);
   std::memcpy(p, digits, sizeof digits);
   p += n;
   if (e.sequence_nr >= 0) {
-    p = put(p, R"(,"Sequence number":)");
+    p = put(p, kSequenceNumberKey);
     p = put_int(p, e.sequence_nr);
   }
   if (e.forward_thread_id != 0) {
-    p = put(p, R"(,"Fwd thread id":)");
+    p = put(p, kFwdThreadIdKey);
     p = put_uint(p, e.forward_thread_id);
   }
   return p;
@@ -292,11 +305,11 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   const EventDetail& d = *r.detail(e);
   w.set_need_comma(true);
   if (d.has_inputs && r.lenses().record_shapes) {
-    w.key("Input Dims");
+    w.key(kineto::kInputDims);
     w.begin_array();
     for (const RecordedValue& v : d.inputs) w.raw(analysis::shape_text(v));
     w.end_array();
-    w.key("Input type");
+    w.key(kineto::kInputType);
     w.begin_array();
     for (const RecordedValue& v : d.inputs) w.string(analysis::type_text(v));
     w.end_array();
@@ -306,7 +319,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       any_scalar |= !analysis::concrete_text(v).empty();
     }
     if (any_strides) {
-      w.key("Input Strides");
+      w.key(kineto::kInputStrides);
       w.begin_array();
       for (const RecordedValue& v : d.inputs) {
         w.begin_array();
@@ -316,7 +329,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       w.end_array();
     }
     if (any_scalar) {
-      w.key("Concrete Inputs");
+      w.key(kineto::kConcreteInputs);
       w.begin_array();
       for (const RecordedValue& v : d.inputs) w.string(analysis::concrete_text(v));
       w.end_array();
@@ -325,12 +338,12 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
   if (r.lenses().with_flops) {
     const std::int64_t flops = analysis::flops_of(r, e);
     if (flops > 0) {
-      w.key("flops");
+      w.key(kineto::kFlops);
       w.integer(flops);
     }
   }
   if (!d.module_path.empty()) {
-    w.key("Module Hierarchy");
+    w.key(kineto::kModuleHierarchy);
     w.string(d.module_path);
   }
   if (d.stack >= 0 && r.trace_call_stacks()) {
@@ -340,7 +353,7 @@ void write_detail_args(JsonWriter& w, const ProfilerResult& r, const Event& e,
       if (!text.empty()) text += ';';
       text += frame;
     }
-    w.key("Call stack");
+    w.key(kineto::kCallStack);
     w.string(text);
   }
 }
@@ -375,15 +388,15 @@ void write_gpu_args(JsonWriter& w, const ProfilerResult& r, const Event& e) {
       for (std::int32_t x : v) w.integer(x);
       w.end_array();
     };
-    field("device", g.device);
-    field("stream", g.stream);
-    field("correlation", g.correlation);
-    field("External id", g.external_id);
-    triple("grid", g.grid);
-    triple("block", g.block);
-    field("registers per thread", g.registers_per_thread);
-    field("shared memory", g.shared_memory);
-    field("bytes", g.bytes);
+    field(kineto::kDevice, g.device);
+    field(kineto::kStream, g.stream);
+    field(kineto::kCorrelation, g.correlation);
+    field(kineto::kExternalId, g.external_id);
+    triple(kineto::kGrid, g.grid);
+    triple(kineto::kBlock, g.block);
+    field(kineto::kRegistersPerThread, g.registers_per_thread);
+    field(kineto::kSharedMemory, g.shared_memory);
+    field(kineto::kBytes, g.bytes);
   }
   splice_other_args(w, r, e);
   w.end_object();
@@ -423,20 +436,20 @@ void write_memory_args(JsonWriter& w, const ProfilerResult& r, const Event& e, c
   w.set_need_comma(true);
   w.key("args");
   w.begin_object();
-  w.key("Device Type");
+  w.key(kineto::kDeviceType);
   w.integer(static_cast<std::int64_t>(m.device.type));
-  w.key("Device Id");
+  w.key(kineto::kDeviceId);
   w.integer(m.device.index);
-  w.key("Addr");
+  w.key(kineto::kAddr);
   w.uinteger(m.address);
-  w.key("Bytes");
+  w.key(kineto::kMemoryBytes);
   w.integer(m.bytes);
-  w.key("Total Allocated");
+  w.key(kineto::kTotalAllocated);
   w.integer(m.total_allocated);
-  w.key("Total Reserved");
+  w.key(kineto::kTotalReserved);
   w.integer(m.total_reserved);
   if (m.action == MemoryAction::kVersion) {  // opscope's: an in-place write, not an allocation
-    w.key("opscope action");
+    w.key(kineto::kOpscopeAction);
     w.string("version");
   }
   splice_other_args(w, r, e);
@@ -449,20 +462,21 @@ void write_memory_args(JsonWriter& w, const ProfilerResult& r, const Event& e, c
 void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Sink& sink) {
   JsonWriter w(kFlushBytes + 64 * 1024);
   write_header(w, r);
-  key_on_new_line(w, "traceEvents");
+  key_on_new_line(w, kineto::kTraceEvents);
   w.begin_array();
 
   // Process and thread names first, as Kineto writes them; there is always one, so every
   // later event can start with ",\n".
   const std::int64_t pid = r.pid();
-  write_metadata_event(w, true, "process_name", pid, 0, "name", program_name(pid));
-  write_metadata_event(w, false, "process_sort_index", pid, 0, "sort_index", pid);
+  write_metadata_event(w, true, kineto::kProcessName, pid, 0, kineto::kNameArg, program_name(pid));
+  write_metadata_event(w, false, kineto::kProcessSortIndex, pid, 0, kineto::kSortIndexArg, pid);
   for (const ProcessInfo& p : r.processes()) {
-    write_metadata_event(w, false, "process_name", p.pid, 0, "name", p.name);
+    write_metadata_event(w, false, kineto::kProcessName, p.pid, 0, kineto::kNameArg, p.name);
     if (!p.labels.empty()) {
-      write_metadata_event(w, false, "process_labels", p.pid, 0, "labels", p.labels);
+      write_metadata_event(w, false, kineto::kProcessLabels, p.pid, 0, kineto::kLabelsArg,
+                           p.labels);
     }
-    write_metadata_event(w, false, "process_sort_index", p.pid, 0, "sort_index",
+    write_metadata_event(w, false, kineto::kProcessSortIndex, p.pid, 0, kineto::kSortIndexArg,
                          p.sort_index >= 0 ? p.sort_index : p.pid);
   }
   // The openings of the complete events other than ranges: per named category
@@ -482,9 +496,10 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
     const ThreadInfo& t = threads[i];
     const std::string name = t.name.empty() ? "thread " + std::to_string(t.tid) : t.name;
     const std::int64_t thread_pid = r.pid_of(t);
-    write_metadata_event(w, false, "thread_name", thread_pid, t.tid, "name", name);
+    write_metadata_event(w, false, kineto::kThreadName, thread_pid, t.tid, kineto::kNameArg, name);
     // In the order threads first recorded, which puts the main thread first.
-    write_metadata_event(w, false, "thread_sort_index", thread_pid, t.tid, "sort_index", i);
+    write_metadata_event(w, false, kineto::kThreadSortIndex, thread_pid, t.tid,
+                         kineto::kSortIndexArg, i);
     thread_text.push_back(",\"pid\":" + std::to_string(thread_pid) +
                           ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":");
   }
@@ -608,7 +623,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
 
   w.append("\n");
   w.end_array();
-  key_on_new_line(w, "traceName");
+  key_on_new_line(w, kineto::kTraceName);
   w.string(trace_name);
   w.end_object();
   w.append("\n");
@@ -619,11 +634,6 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
 }  // namespace opscope::internal
 
 namespace opscope {
-
-void export_chrome_trace(const ProfilerResult& result, const std::string& path) {
-  std::unique_ptr<internal::Sink> sink = internal::open_file_sink(path, {.what = "Chrome trace"});
-  internal::write_chrome_trace(result, path, *sink);
-}
 
 std::string chrome_trace_json(const ProfilerResult& result, const std::string& trace_name) {
   internal::MemorySink sink;

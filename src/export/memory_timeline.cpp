@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 
 namespace opscope::internal {

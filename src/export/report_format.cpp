@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "export/json_writer.h"
 #include "export/report_html.h"
+#include "json/json_writer.h"
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 
 namespace opscope {
 namespace {

@@ -1,10 +1,13 @@
 // format_reports(..., ReportFormat::kHtml): the reports of `opscope analyze` as one
 // self-contained page. Where a person would rather look than read, a report comes with a chart
 // drawn as inline SVG (no script, no style sheet or font fetched: the page opens offline and
-// prints): the temporal breakdown per rank, idle time per stream, GPU time by kernel type and
-// the duration distribution of the top kernels across ranks. Every report also comes as a
-// table with every row, so nothing is only in a picture.
+// prints). Which tables get one, and from which columns, the report catalog says as data (each
+// report's ReportChart rows, src/analysis/reports/): today the temporal breakdown per rank, idle
+// time per stream, GPU time by kernel type and the duration distribution of the top kernels
+// across ranks. Every report also comes as a table with every row, so nothing is only in a
+// picture.
 #include "export/report_html.h"
+#include "opscope/report_output.h"
 
 #include <fmt/format.h>
 
@@ -13,8 +16,13 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "analysis/report_catalog.h"
 
 namespace opscope::internal {
 namespace {
@@ -79,17 +87,12 @@ std::string shortened(const std::string& s, std::size_t max) {
   return s.substr(0, max / 2 - 1) + "…" + s.substr(s.size() - (max / 2 - 1));
 }
 
-// One part of a stacked bar: its legend name and CSS colour.
-struct Part {
-  const char* name;
-  const char* color;
-};
-
 // Horizontal bars, one per label, each stacked from `parts` (values in one unit), with a
 // legend; the widest bar fills the plot.
-void stacked_bars(std::string& html, const std::string& title, const std::string& unit,
+void stacked_bars(std::string& html, std::string_view title, std::string_view unit,
                   const std::vector<std::string>& labels,
-                  const std::vector<std::vector<double>>& values, const std::vector<Part>& parts) {
+                  const std::vector<std::vector<double>>& values,
+                  std::span<const ChartPart> parts) {
   constexpr int kLabelWidth = 260, kPlotWidth = 600, kBar = 22, kGap = 8, kTop = 30;
   const int legend_y = kTop + static_cast<int>(labels.size()) * (kBar + kGap) + 10;
   const int height = legend_y + 40;
@@ -128,88 +131,91 @@ void stacked_bars(std::string& html, const std::string& title, const std::string
                    amount(sum), escaped(unit));
   }
   int lx = kLabelWidth;
-  for (const Part& p : parts) {
+  for (const ChartPart& p : parts) {
     fmt::format_to(out,
                    "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>"
                    "<text x=\"{}\" y=\"{}\">{}</text>\n",
                    lx, legend_y, p.color, lx + 20, legend_y + 12, p.name);
-    lx += 40 + 8 * static_cast<int>(std::string_view(p.name).size());
+    lx += 40 + 8 * static_cast<int>(p.name.size());
   }
   html += "</svg>\n";
 }
 
-// temporal: per rank, the kernel time split into compute, non-compute and idle (percent).
-void temporal_chart(std::string& html, const Report& r) {
-  const auto rank = column(r, "rank");
-  const auto idle = column(r, "idle_time_pctg");
-  const auto compute = column(r, "compute_time_pctg");
-  const auto non_compute = column(r, "non_compute_time_pctg");
-  if (!rank || !idle || !compute || !non_compute || r.rows.empty()) return;
-  std::vector<std::string> labels;
-  std::vector<std::vector<double>> values;
-  for (const auto& row : r.rows) {
-    labels.push_back("rank " + text(row[*rank]));
-    values.push_back({number(row[*compute]), number(row[*non_compute]), number(row[*idle])});
+// The columns a chart reads, by what it reads them for; nullopt when the report lacks one.
+struct ChartColumns {
+  std::vector<std::pair<std::string_view, std::size_t>> label;  // text, then the cell there
+  std::vector<std::size_t> parts;                               // wide tables: each part's
+  std::size_t series = 0, value = 0;                            // long tables
+  std::size_t group = 0, min = 0, p25 = 0, median = 0, p75 = 0, max = 0;  // boxes
+};
+
+std::optional<ChartColumns> chart_columns(const Report& r, const ReportChart& c) {
+  ChartColumns at;
+  bool all = true;
+  const auto find = [&](std::string_view name) {
+    const auto i = column(r, name);
+    all = all && i.has_value();
+    return i.value_or(0);
+  };
+  for (const ChartLabel& l : c.label) at.label.emplace_back(l.text, find(l.column));
+  if (c.kind == ReportChart::Kind::kStackedBars) {
+    if (c.series.empty()) {
+      for (const ChartPart& p : c.parts) at.parts.push_back(find(p.column));
+    } else {
+      at.series = find(c.series);
+      at.value = find(c.value);
+    }
+  } else {
+    at.group = find(c.group);
+    at.min = find(c.min);
+    at.p25 = find(c.p25);
+    at.median = find(c.median);
+    at.p75 = find(c.p75);
+    at.max = find(c.max);
   }
-  stacked_bars(html, "GPU time per rank", "%", labels, values,
-               {{"compute", "seagreen"}, {"non-compute", "darkorange"}, {"idle", "silver"}});
+  if (!all) return std::nullopt;
+  return at;
 }
 
-// idle: per rank and stream, the idle time by cause.
-void idle_chart(std::string& html, const Report& r) {
-  const auto rank = column(r, "rank");
-  const auto stream = column(r, "stream");
-  const auto category = column(r, "idle_category");
-  const auto time = column(r, "idle_time");
-  if (!rank || !stream || !category || !time || r.rows.empty()) return;
-  static constexpr const char* kCategories[] = {"host_wait", "kernel_wait", "other"};
+std::string label_of(const ChartColumns& at, const std::vector<ReportCell>& row) {
+  std::string label;
+  for (const auto& [piece, column] : at.label) label += std::string(piece) + text(row[column]);
+  return label;
+}
+
+// Stacked bars: a wide table's rows each a bar, its parts from their own columns; a long
+// table's runs of rows with one label each a bar, each row adding its value to the part its
+// series cell names.
+void bars_chart(std::string& html, const Report& r, const ReportChart& c, const ChartColumns& at) {
   std::vector<std::string> labels;
   std::vector<std::vector<double>> values;
   for (const auto& row : r.rows) {
-    const std::string label = "rank " + text(row[*rank]) + ", stream " + text(row[*stream]);
+    const std::string label = label_of(at, row);
+    if (c.series.empty()) {
+      labels.push_back(label);
+      values.emplace_back();
+      for (const std::size_t p : at.parts) values.back().push_back(number(row[p]));
+      continue;
+    }
     if (labels.empty() || labels.back() != label) {
       labels.push_back(label);
-      values.emplace_back(3, 0.0);
+      values.emplace_back(c.parts.size(), 0.0);
     }
-    for (std::size_t c = 0; c < 3; ++c) {
-      if (text(row[*category]) == kCategories[c]) values.back()[c] += number(row[*time]);
+    for (std::size_t p = 0; p < c.parts.size(); ++p) {
+      if (text(row[at.series]) == c.parts[p].name) values.back()[p] += number(row[at.value]);
     }
   }
-  stacked_bars(html, "Idle time per stream", "us", labels, values,
-               {{"host_wait", "crimson"}, {"kernel_wait", "royalblue"}, {"other", "gray"}});
+  stacked_bars(html, c.title, c.unit, labels, values, c.parts);
 }
 
-// kernel_type: GPU time by kernel type (and overlaps of types), over all ranks.
-void kernel_type_chart(std::string& html, const Report& r) {
-  const auto type = column(r, "kernel_type");
-  const auto pct = column(r, "percentage");
-  if (!type || !pct || r.rows.empty()) return;
-  std::vector<std::string> labels;
-  std::vector<std::vector<double>> values;
-  for (const auto& row : r.rows) {
-    labels.push_back(text(row[*type]));
-    values.push_back({number(row[*pct])});
-  }
-  stacked_bars(html, "GPU time by kernel type", "%", labels, values,
-               {{"share of GPU time", "mediumpurple"}});
-}
-
-// kernel-dist: for each top kernel, its duration distribution on every rank as a box (25% to
-// 75%) with whiskers (min to max) and the median, on one scale per kernel.
-void distribution_chart(std::string& html, const Report& r) {
-  const auto name = column(r, "name");
-  const auto rank = column(r, "rank");
-  const auto lo = column(r, "min (us)");
-  const auto q1 = column(r, "25%");
-  const auto med = column(r, "50%");
-  const auto q3 = column(r, "75%");
-  const auto hi = column(r, "max (us)");
-  if (!name || !rank || !lo || !q1 || !med || !q3 || !hi || r.rows.empty()) return;
-  // Kernels in their first-row order, each with its ranks' rows.
+// Boxes: for each group, its rows' distributions as a box (25% to 75%) with whiskers (min to
+// max) and the median, on one scale per group.
+void boxes_chart(std::string& html, const Report& r, const ReportChart& c, const ChartColumns& at) {
+  // Groups in their first-row order, each with its rows.
   std::vector<std::string> kernels;
   std::map<std::string, std::vector<const std::vector<ReportCell>*>> rows_of;
   for (const auto& row : r.rows) {
-    const std::string k = text(row[*name]);
+    const std::string k = text(row[at.group]);
     if (!rows_of.contains(k)) kernels.push_back(k);
     rows_of[k].push_back(&row);
   }
@@ -221,46 +227,64 @@ void distribution_chart(std::string& html, const Report& r) {
   auto out = std::back_inserter(html);
   fmt::format_to(out,
                  "<svg class=\"chart\" width=\"{}\" height=\"{}\" role=\"img\" "
-                 "aria-label=\"Kernel durations across ranks\">\n<text x=\"0\" y=\"18\" "
-                 "class=\"title\">Kernel durations across ranks (us; box 25% to 75%, line the "
-                 "median, whiskers min to max)</text>\n",
-                 kLabelWidth + kPlotWidth + 120, height);
+                 "aria-label=\"{}\">\n<text x=\"0\" y=\"18\" "
+                 "class=\"title\">{} ({}; box 25% to 75%, line the median, whiskers min to "
+                 "max)</text>\n",
+                 kLabelWidth + kPlotWidth + 120, height, escaped(c.title), escaped(c.title),
+                 escaped(c.unit));
   int y = 30;
   for (const auto& k : kernels) {
     double top = 0;
-    for (const auto* row : rows_of[k]) top = std::max(top, number((*row)[*hi]));
+    for (const auto* row : rows_of[k]) top = std::max(top, number((*row)[at.max]));
     if (top <= 0) top = 1;
     const auto X = [&](double v) { return kLabelWidth + v / top * kPlotWidth; };
     fmt::format_to(out, "<text x=\"0\" y=\"{}\" class=\"kernel\">{}</text>\n", y + 12,
                    escaped(shortened(k, 110)));
     y += 18;
     for (const auto* row : rows_of[k]) {
-      const auto& c = *row;
+      const auto& cells = *row;
+      const std::string label = label_of(at, cells);
       const double mid = y + kBox / 2.0;
-      fmt::format_to(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n",
-                     kLabelWidth - 8, y + kBox - 2, escaped(text(c[*rank])));
+      fmt::format_to(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+                     kLabelWidth - 8, y + kBox - 2, escaped(label));
       fmt::format_to(out,
                      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
                      "stroke=\"black\"/>\n",
-                     X(number(c[*lo])), mid, X(number(c[*hi])), mid);
+                     X(number(cells[at.min])), mid, X(number(cells[at.max])), mid);
       fmt::format_to(out,
                      "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"teal\" "
-                     "stroke=\"black\"><title>{}, rank {}: min {} / 25% {} / median {} / 75% {} "
-                     "/ max {} us</title></rect>\n",
-                     X(number(c[*q1])), y, std::max(1.0, X(number(c[*q3])) - X(number(c[*q1]))),
-                     kBox, escaped(k), escaped(text(c[*rank])), text(c[*lo]), text(c[*q1]),
-                     text(c[*med]), text(c[*q3]), text(c[*hi]));
+                     "stroke=\"black\"><title>{}, {}: min {} / 25% {} / median {} / 75% {} "
+                     "/ max {} {}</title></rect>\n",
+                     X(number(cells[at.p25])), y,
+                     std::max(1.0, X(number(cells[at.p75])) - X(number(cells[at.p25]))), kBox,
+                     escaped(k), escaped(label), text(cells[at.min]), text(cells[at.p25]),
+                     text(cells[at.median]), text(cells[at.p75]), text(cells[at.max]),
+                     escaped(c.unit));
       fmt::format_to(out,
                      "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"white\" "
                      "stroke-width=\"2\"/>\n",
-                     X(number(c[*med])), y, X(number(c[*med])), y + kBox);
-      fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\">{} us</text>\n", X(number(c[*hi])) + 6,
-                     y + kBox - 2, text(c[*hi]));
+                     X(number(cells[at.median])), y, X(number(cells[at.median])), y + kBox);
+      fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n",
+                     X(number(cells[at.max])) + 6, y + kBox - 2, text(cells[at.max]),
+                     escaped(c.unit));
       y += kBox + kGap;
     }
     y += kKernelGap;
   }
   html += "</svg>\n";
+}
+
+// The chart the report catalog gives the table (src/analysis/reports/), if any.
+void chart(std::string& html, const Report& r) {
+  const ReportChart* c = chart_of(r.name);
+  if (c == nullptr || r.rows.empty()) return;
+  const std::optional<ChartColumns> at = chart_columns(r, *c);
+  if (!at) return;
+  if (c->kind == ReportChart::Kind::kStackedBars) {
+    bars_chart(html, r, *c, *at);
+  } else {
+    boxes_chart(html, r, *c, *at);
+  }
 }
 
 void table(std::string& html, const Report& r) {
@@ -304,10 +328,7 @@ std::string reports_html(std::span<const Report> reports) {
   auto out = std::back_inserter(html);
   for (const Report& r : reports) {
     fmt::format_to(out, "<section id=\"{}\">\n<h2>{}</h2>\n", escaped(r.name), escaped(r.name));
-    if (r.name == "temporal") temporal_chart(html, r);
-    if (r.name == "idle") idle_chart(html, r);
-    if (r.name == "kernel_type") kernel_type_chart(html, r);
-    if (r.name == "kernel_dist") distribution_chart(html, r);
+    chart(html, r);
     table(html, r);
     html += "</section>\n";
   }

@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "export/json_writer.h"
-#include "export/trace_text.h"
+#include "import/trace_text.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 
@@ -157,14 +157,14 @@ class Walker {
  private:
   std::string_view raw_of(od::value& v, const char* what) {
     std::string_view raw;
-    check(internal::raw_json_text(v, raw), what);
+    check(import::raw_json_text(v, raw), what);
     return raw;
   }
 
   void check(simdjson::error_code code, const char* expected) {
     if (code == simdjson::SUCCESS) return;
-    internal::fail_malformed(path_, std::string_view(json_.data(), json_.size()), code, at_event(),
-                             expected);
+    import::fail_malformed(path_, std::string_view(json_.data(), json_.size()), code, at_event(),
+                           expected);
   }
 
   std::string path_;
@@ -399,7 +399,7 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
     Input in;
     in.path = paths[i];
     in.position = i;
-    Walker walker(paths[i], load_trace_text(paths[i]));
+    Walker walker(paths[i], import::load_trace_text(paths[i]));
     scan(walker, in);
     if (in.rank < 0) {
       in.rank = static_cast<std::int64_t>(i);
@@ -435,7 +435,7 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
   w.append("{\"traceEvents\":[");
   w.set_need_comma(false);
   for (Input& in : inputs) {
-    Walker walker(in.path, load_trace_text(in.path));
+    Walker walker(in.path, import::load_trace_text(in.path));
     copier.copy(walker, in);
   }
   w.end_array();

@@ -13,10 +13,11 @@
 
 #include "analysis/counters.h"
 #include "analysis/gpu_work.h"
-#include "export/json_writer.h"
 #include "export/sink.h"
-#include "export/trace_text.h"
+#include "import/trace_text.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
@@ -182,7 +183,7 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
   // the third rank leaves neither the first two nor a half third.
   std::vector<std::unique_ptr<internal::Sink>> sinks;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const simdjson::padded_string padded = internal::load_trace_text(trace_paths[i]);
+    const simdjson::padded_string padded = import::load_trace_text(trace_paths[i]);
     const std::string_view text(padded.data(), padded.size());
     const TraceEventsEnd end = find_trace_events_end(text, trace_paths[i]);
     std::string counters = counter_events(*ranks[i], drop_last);

@@ -47,8 +47,8 @@
 #include <cstdint>
 #include <new>
 
-#include "hook_abi.h"
 #include "opscope/memory.h"
+#include "record/hook_abi.h"
 
 // glibc's allocator under its internal names. These are glibc's reserved identifiers, kept
 // exported (GLIBC_2.2.5) precisely so that a replacement malloc can forward to them.

@@ -26,9 +26,9 @@
 #include <thread>
 #include <utility>
 
-#include "export/chrome_trace.h"
 #include "export/memory_timeline.h"
 #include "export/sink.h"
+#include "export/trace_formats.h"
 #include "ondemand/config.h"
 #include "ondemand/ipc.h"
 #include "opscope/error.h"
@@ -76,9 +76,13 @@ std::atomic<std::int64_t> g_steps{0};
 // leaves its fast path.
 std::atomic<bool> g_iteration_armed{false};
 
+// The request's activities reach the backends: CPU ranges always, GPU activity unless
+// ACTIVITIES_ENABLED=false. Where the GPU's cannot be recorded, the Profiler records the rest,
+// warns, and lists it in the trace's "opscope_not_recorded".
 ProfilerConfig profiler_config(const CaptureRequest& r) {
   ProfilerConfig c;
   c.activities = {ActivityType::kCPU};
+  if (r.gpu_activities) c.activities.push_back(ActivityType::kCUDA);
   c.lenses = r.lenses;
   return c;
 }
@@ -500,13 +504,17 @@ void Client::export_finished() {
   if (!done) return;
   const CaptureRequest& r = done->request;
   const std::string& path = r.output_path;
+  // The format the log file's suffix names; Kineto writes its JSON whatever the name, so a
+  // name no format claims ("trace.log") gets Chrome's.
+  const internal::TraceFormat* format = internal::trace_format_by_suffix(path);
+  if (format == nullptr) format = &internal::trace_format_for(path, "chrome");
   // Created in the directory opened at acceptance, 0600: the trace is its owner's alone.
   const internal::FileSinkOptions file{
-      .what = "Chrome trace", .mode = 0600, .dir_fd = done->dir.get()};
+      .what = std::string(format->what), .mode = 0600, .dir_fd = done->dir.get()};
   try {
     std::unique_ptr<internal::Sink> sink =
         internal::open_file_sink(std::filesystem::path(path).filename().string(), file);
-    internal::write_chrome_trace(done->profiler->result(), path, *sink);
+    format->write(done->profiler->result(), path, *sink);
   } catch (const std::exception& e) {
     log("could not write the trace " + path + ": " + e.what());
     report(r.trace_id, "failed", "could not write the trace " + path + ": " + e.what());

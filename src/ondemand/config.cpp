@@ -42,7 +42,6 @@ std::optional<bool> parse_bool(std::string_view v) {
 // event profiling, logging and warm-up settings that a CPU-only profiler has no use for.
 constexpr std::string_view kIgnoredKeys[] = {
     "REQUEST_GROUP_TRACE_ID",
-    "ACTIVITIES_ENABLED",
     "ACTIVITY_TYPES",
     "ACTIVITIES_WARMUP_PERIOD_SECS",
     "ACTIVITIES_WARMUP_ITERATIONS",
@@ -112,6 +111,15 @@ bool read_seen_count(std::string_view v, CaptureRequest&, Seen& seen) {
   return true;
 }
 
+// A boolean key that sets one field of the request.
+template <bool CaptureRequest::*kField>
+bool read_flag(std::string_view v, CaptureRequest& r, Seen&) {
+  const auto b = parse_bool(v);
+  if (!b) return false;
+  r.*kField = *b;
+  return true;
+}
+
 // The lens keys, in Lens order.
 constexpr std::string_view kLensKeys[] = {
     "PROFILE_REPORT_INPUT_SHAPES", "PROFILE_PROFILE_MEMORY", "PROFILE_WITH_STACK",
@@ -174,18 +182,16 @@ constexpr ConfigKey kConfigKeys[] = {
          write_number(out, r.start_iteration_roundup);
        }
      }},
+    {"ACTIVITIES_ENABLED", kBool, read_flag<&CaptureRequest::gpu_activities>,
+     [](const CaptureRequest& r, std::string& out) {
+       if (!r.gpu_activities) out += "false";
+     }},
     {kLensKeys[0], kBool, read_lens<0>, write_lens<0>},
     {kLensKeys[1], kBool, read_lens<1>, write_lens<1>},
     {kLensKeys[2], kBool, read_lens<2>, write_lens<2>},
     {kLensKeys[3], kBool, read_lens<3>, write_lens<3>},
     {kLensKeys[4], kBool, read_lens<4>, write_lens<4>},
-    {"PROFILE_MEMORY", kBool,
-     [](std::string_view v, CaptureRequest& r, Seen&) {
-       const auto b = parse_bool(v);
-       if (!b) return false;
-       r.memory_profile = *b;
-       return true;
-     },
+    {"PROFILE_MEMORY", kBool, read_flag<&CaptureRequest::memory_profile>,
      [](const CaptureRequest& r, std::string& out) {
        if (r.memory_profile) out += "true";
      }},

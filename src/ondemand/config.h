@@ -41,6 +41,12 @@ struct CaptureRequest {
   std::int64_t iterations = 0;       // kIterations: > 0
   std::int64_t start_iteration = 0;  // kIterations: the first step counted (at least this)
   std::int64_t start_iteration_roundup = 0;  // kIterations: start on a multiple of it; 0/1: off
+  // ACTIVITIES_ENABLED: whether the capture asks for GPU activity besides the CPU ranges. True
+  // when absent, as dynolog's `dyno gputrace` (which never sends the key) asks for Kineto's
+  // default activities, GPU ones included; what this process cannot record is listed in the
+  // trace ("opscope_not_recorded"). False: CPU ranges only. (Kineto traces an on-demand
+  // request whatever this key says; opscope reads it as the way to leave the GPU out.)
+  bool gpu_activities = true;
   // The lenses (PROFILE_REPORT_INPUT_SHAPES, PROFILE_PROFILE_MEMORY, PROFILE_WITH_STACK,
   // PROFILE_WITH_FLOPS, PROFILE_WITH_MODULES: lens_config_key()).
   LensSet lenses;

@@ -156,6 +156,11 @@ std::optional<Request> decode_request(std::string_view payload, std::string* err
   return r;
 }
 
+std::string frame_config(std::string_view config, std::uint64_t trace_id) {
+  return "\n    " + std::string(config) + "\n    REQUEST_TRACE_ID=" + std::to_string(trace_id) +
+         "\n";
+}
+
 std::string encode_report(const OutcomeReport& report) {
   return std::to_string(report.request_id) + "\n" + report.state + "\n" + report.detail;
 }

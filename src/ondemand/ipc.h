@@ -82,6 +82,9 @@ struct Request {
   std::vector<std::int32_t> pids;
 };
 std::optional<Request> decode_request(std::string_view payload, std::string* error);
+// The "req" answer that delivers a trace request: its config framed as dynolog frames it,
+// "\n    <config>\n    REQUEST_TRACE_ID=<trace id>\n" (parse_capture_config reads it).
+std::string frame_config(std::string_view config, std::uint64_t trace_id);
 
 // opscope's extension of the fabric, which dynolog never sees: opscope's daemon appends
 // kOpscopeDaemonMark to its "ctxt" answer (libkineto reads only the int32 before it), and a

@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "export/json_reader.h"
-#include "export/json_writer.h"
 #include "export/sink.h"
+#include "json/json_reader.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/profiler.h"
 #include "opscope/observer.h"

@@ -13,14 +13,14 @@
 #include "analysis/flops.h"
 #include "analysis/stacks.h"
 #include "analysis/symbolizer.h"
-#include "backend/cuda_events.h"
 #include "collect/collector.h"
-#include "export/json_writer.h"
 #include "export/sink.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/key_averages.h"
 #include "opscope/mark.h"
 #include "opscope/observer.h"
+#include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "profiler/nvtx.h"
 #include "record/session_token.h"
@@ -242,7 +242,7 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
     if (!nvtx::available(&why)) throw Error("Can't use NVTX profiler: " + why);
   }
   if (config.state == LegacyProfilerState::kCUDA) {
-    if (const std::string why = backend::cuda_event_timing_unavailable_reason(); !why.empty()) {
+    if (const std::string why = cuda_event_timing_unavailable_reason(); !why.empty()) {
       throw Error("Can't use CUDA profiler: kCUDA times each range with CUDA events, and " + why +
                   "; use kCPU to record without CUDA timings");
     }
@@ -264,11 +264,14 @@ void enable_profiler_legacy(const LegacyProfilerConfig& config) {
       session::Recorder::claim(s.get(), "the legacy profiler");
       try {
         session::WindowOptions w;
-        w.epoch.record_all_threads = false;
-        w.lenses = config.lenses;
+        w.request.epoch.record_all_threads = false;
+        w.request.lenses = config.lenses;
         if (config.state == LegacyProfilerState::kCUDA) {
-          // The threads that record into this profiler (the pointer is only compared).
-          w.cuda_event_threads = [session = s.get()] { return thread_session() == session; };
+          // Timed on the GPU: the ranges of the threads that record into this profiler (the
+          // pointer is only compared).
+          w.request.timed_range_threads = [session = s.get()] {
+            return thread_session() == session;
+          };
         }
         s->recorder.start_window(w);
       } catch (...) {

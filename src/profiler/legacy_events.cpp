@@ -9,8 +9,8 @@
 #include <ostream>
 #include <unordered_map>
 
-#include "backend/cuda_events.h"
-#include "export/json_writer.h"
+#include "backend/gpu_activity.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/legacy.h"
 #include "util/program_name.h"
@@ -482,7 +482,7 @@ std::shared_ptr<const ProfilerResult> legacy_result(const ThreadEventLists& list
     std::int32_t thread;
   };
   std::map<std::pair<std::uint64_t, std::int64_t>, Open> open;
-  std::vector<backend::CudaEventSpan> spans;  // kCUDA: the ranges' CUDA-event times
+  std::vector<backend::TimedRange> spans;  // kCUDA: the ranges' CUDA-event times
   for (const auto& list : lists) {
     if (list.empty()) continue;
     const LegacyEvent& head = list.front();
@@ -562,7 +562,7 @@ std::shared_ptr<const ProfilerResult> legacy_result(const ThreadEventLists& list
       b.add_event(ev);
     }
   }
-  backend::add_cuda_event_spans(b, std::move(spans), util::program_name());
+  backend::add_timed_ranges(b, std::move(spans), util::program_name());
   if (first_ns <= last_ns) b.set_window(first_ns, last_ns);
   b.set_lenses(lenses);
   b.stats().events_dropped = unmatched + open.size();

@@ -2,19 +2,20 @@
 // analysis and export layers behind its convenience methods.
 #include "opscope/profiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <string>
 
-#include "backend/cuda_events.h"
-#include "backend/cuda_probe.h"
+#include "backend/registry.h"
 #include "collect/collector.h"
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/execution_trace.h"
 #include "opscope/export.h"
+#include "opscope/record_function.h"
 #include "profiler/step_hook.h"
 #include "session/recorder.h"
 #include "session/step_driver.h"
@@ -60,13 +61,6 @@ std::vector<std::string> unrecorded(const ProfilerConfig& c) {
   return out;
 }
 
-bool has_activity(const std::vector<ActivityType>& list, ActivityType a) {
-  for (ActivityType x : list) {
-    if (x == a) return true;
-  }
-  return false;
-}
-
 struct DistributedInfo {
   std::mutex mutex;
   std::string json;
@@ -95,18 +89,20 @@ std::string distributed_info() {
 }
 
 std::vector<ActivityType> supported_activities() {
-  std::vector<ActivityType> out = {ActivityType::kCPU};
-  if (backend::cuda_probe().recordable) out.push_back(ActivityType::kCUDA);
+  std::vector<ActivityType> out;
+  for (const backend::BackendEntry* e : backend::backend_entries()) {
+    if (e->times_ranges || std::find(out.begin(), out.end(), e->activity) != out.end()) continue;
+    if (backend::activity_unavailable_reason(e->activity).empty()) out.push_back(e->activity);
+  }
   return out;
 }
 
 std::string activity_unavailable_reason(ActivityType activity) {
-  if (activity == ActivityType::kCUDA) return backend::cuda_probe().reason;
-  return "";
+  return backend::activity_unavailable_reason(activity);
 }
 
 std::string cuda_event_timing_unavailable_reason() {
-  return backend::cuda_event_timing_unavailable_reason();
+  return backend::range_timing_unavailable_reason(ActivityType::kCUDA);
 }
 
 struct Profiler::Impl {
@@ -163,10 +159,33 @@ struct Profiler::Impl {
     begin_step_range();
   }
 
+  // The window the config asks for. What cannot be recorded here is left to the registry,
+  // which makes no backend for it, and listed in not_recorded.
+  session::WindowOptions window_options() const {
+    session::WindowOptions w;
+    w.request.activities = config.activities;
+    w.request.epoch.buffer_limit_bytes = config.experimental.buffer_limit_bytes;
+    w.request.epoch.record_all_threads = config.experimental.record_all_threads;
+    w.request.lenses = config.lenses;
+    if (config.experimental.cuda_event_timing) {
+      // The ranges the window records: every thread's, or its members'.
+      if (config.experimental.record_all_threads) {
+        w.request.timed_range_threads = [] { return true; };
+      } else {
+        w.request.timed_range_threads = [] { return collect::thread_membership() != 0; };
+      }
+    }
+    w.not_recorded = not_recorded;
+    w.trace_call_stacks = config.experimental.verbose;
+    return w;
+  }
+
   void perform(Profiler& self, session::StepAction a) {
     switch (a) {
       case session::StepAction::kPrepare:
-        // CPU recording needs no warm-up; GPU backends get ready here once they exist.
+        // The window's backends are made and prepared now (a GPU backend loads and initializes
+        // its library here, as Kineto does at warm-up), so that kStart only starts them.
+        recorder.prepare_window(window_options());
         break;
       case session::StepAction::kStart: {
         // Before the window, as profiler.py's start_trace does.
@@ -174,27 +193,7 @@ struct Profiler::Impl {
         if (std::string info = distributed_info(); !info.empty()) {
           metadata.emplace_back("distributedInfo", std::move(info));
         }
-        session::WindowOptions w;
-        w.epoch.buffer_limit_bytes = config.experimental.buffer_limit_bytes;
-        w.epoch.record_all_threads = config.experimental.record_all_threads;
-        w.record_cpu = has_activity(config.activities, ActivityType::kCPU);
-        if (has_activity(config.activities, ActivityType::kCUDA) &&
-            backend::cuda_probe().recordable) {
-          w.cupti_path = backend::cuda_probe().cupti_path;
-        }
-        if (config.experimental.cuda_event_timing &&
-            cuda_event_timing_unavailable_reason().empty()) {
-          // The ranges the window records: every thread's, or its members'.
-          if (config.experimental.record_all_threads) {
-            w.cuda_event_threads = [] { return true; };
-          } else {
-            w.cuda_event_threads = [] { return collect::thread_membership() != 0; };
-          }
-        }
-        w.not_recorded = not_recorded;
-        w.lenses = config.lenses;
-        w.trace_call_stacks = config.experimental.verbose;
-        recorder.start_window(w);
+        recorder.start_window(window_options());
         break;
       }
       case session::StepAction::kStop: {
@@ -323,7 +322,7 @@ KeyAverages Profiler::key_averages(bool group_by_input_shape, int group_by_stack
 }
 
 void Profiler::export_chrome_trace(const std::string& path) const {
-  opscope::export_chrome_trace(result(), path);
+  opscope::export_trace(result(), path, "chrome");
 }
 
 void Profiler::export_stacks(const std::string& path, const std::string& metric) const {

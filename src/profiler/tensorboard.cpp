@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opscope/error.h"
+#include "opscope/export.h"
 #include "opscope/profiler.h"
 
 namespace opscope {
@@ -37,7 +38,8 @@ std::function<void(Profiler&)> tensorboard_trace_handler(std::string dir_name,
                             .count();
     std::string file = worker_name + "." + std::to_string(now_ns) + ".pt.trace.json";
     if (use_gzip) file += ".gz";
-    prof.export_chrome_trace((std::filesystem::path(dir_name) / file).string());
+    // Through the format table, by the name's suffix: .pt.trace.json[.gz] is Chrome's.
+    export_trace(prof.result(), (std::filesystem::path(dir_name) / file).string());
   };
 }
 

@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "collect/collector.h"
-#include "memhook/hook_abi.h"
+#include "record/hook_abi.h"
 #include "opscope/internal/clock.h"
 #include "record/memory_record.h"
 

@@ -15,15 +15,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "opscope/extension.h"
+
 namespace opscope::record {
 
-// Frames kept per stack; deeper stacks keep their innermost frames.
-inline constexpr std::size_t kMaxStackFrames = 64;
-
-// A frame word is a native return address, or kLabelFrameBit | an interned label id (module
-// frames "nn.Module: Linear_0"; Python frames "train.py(12): step", from the foreign stack
-// provider below). User-space addresses never set bit 63.
-inline constexpr std::uint64_t kLabelFrameBit = 1ull << 63;
+// Frames kept per stack, and the bit of a label word (opscope/extension.h, where a runtime
+// that adds its own frames reads them).
+using extension::kLabelFrameBit;
+using extension::kMaxStackFrames;
 
 // Writes the calling thread's stack into `out`, innermost first, as return addresses (each
 // points just after a call instruction). The frames of capture_stack itself never appear;
@@ -54,25 +53,13 @@ inline constexpr std::uint64_t kLabelFrameBit = 1ull << 63;
 std::size_t capture_stack(std::uint64_t* out, std::size_t max, std::size_t skip,
                           bool with_modules) noexcept;
 
-// Frames of a foreign runtime (Python) that the native walk cannot name.
-//
-// A language runtime that embeds opscope (the Python extension, python/src/python_stacks.cpp)
-// installs one provider for the process. When a with_stack session records a range, the
-// range's native words (capture_stack's, innermost first) are handed to the provider, which
-// may cut them and append its own label words (kLabelFrameBit | interned "file.py(12): f"),
-// and returns the new count (at most `max`). The Python provider replaces the interpreter's
-// native frames, and everything outside them, by the thread's Python frames: Python code is
-// the outer caller of the native code it runs, so its frames come after the native ones.
-//
-// The provider runs on the hot path of a recorded range (only with with_stack), on the thread
-// that begins the range, inside RecordFunction: it must not throw, must return quickly, and
-// must decide itself whether it may look at its runtime (Python's: only with the GIL held).
-// Module frames whose ModuleFrame::stack_address is nullptr (entered by foreign code, see
-// opscope/module.h) are left to it: capture_stack does not place them.
-//
-// Cost when no provider is installed: one relaxed load per range recorded with with_stack.
-using ForeignStackProvider = std::size_t (*)(std::uint64_t* words, std::size_t n,
-                                             std::size_t max) noexcept;
+// Frames of a foreign runtime (Python) that the native walk cannot name: the provider
+// (opscope/extension.h says what it may do and what it costs) gets a recorded range's native
+// words, capture_stack's, innermost first. The Python provider
+// (python/src/python_stacks.cpp) replaces the interpreter's native frames, and everything
+// outside them, by the thread's Python frames: Python code is the outer caller of the native
+// code it runs, so its frames come after the native ones.
+using extension::ForeignStackProvider;
 
 // Installs `provider` for every thread (nullptr removes it). Thread-safe; the provider must
 // stay callable until the process exits or it is replaced and no range is being begun.

@@ -5,11 +5,9 @@
 #include <memory>
 #include <mutex>
 
-#include "backend/cpu_backend.h"
-#ifdef OPSCOPE_HAVE_CUPTI
-#include "backend/cupti_backend.h"
-#endif
+#include "backend/registry.h"
 #include "clock/clock.h"
+#include "opscope/internal/clock.h"
 #include "opscope/error.h"
 
 namespace opscope::session {
@@ -44,25 +42,25 @@ void Recorder::release(const void* owner) noexcept {
   }
 }
 
+void Recorder::prepare_window(const WindowOptions& options) {
+  if (open_) throw Error("internal: a recording window is already open");
+  prepared_ = false;
+  backends_.clear();
+  options_ = options;
+  try {
+    backends_ = backend::make_backends(options.request);
+    for (const auto& b : backends_) b->prepare();
+  } catch (...) {
+    backends_.clear();
+    throw;
+  }
+  prepared_ = true;
+}
+
 void Recorder::start_window(const WindowOptions& options) {
   if (open_) throw Error("internal: a recording window is already open");
-  options_ = options;
-  backends_.clear();
-  if (options.record_cpu) {
-    backends_.push_back(std::make_unique<backend::CpuBackend>(options.epoch, options.lenses));
-  }
-#ifdef OPSCOPE_HAVE_CUPTI
-  if (!options.cupti_path.empty()) {
-    backends_.push_back(std::make_unique<backend::CuptiBackend>(options.cupti_path,
-                                                                options.epoch.buffer_limit_bytes));
-  }
-#endif
-  if (options.cuda_event_threads) {
-    backends_.push_back(std::make_unique<backend::CudaEventBackend>(
-        options.cuda_event_api != nullptr ? *options.cuda_event_api : backend::CudaEventApi::load(),
-        options.cuda_event_threads));
-  }
-  for (const auto& b : backends_) b->prepare();
+  if (!prepared_) prepare_window(options);
+  prepared_ = false;
   start_ticks_ = internal::ticks();
   for (std::size_t i = 0; i < backends_.size(); ++i) {
     try {
@@ -93,11 +91,11 @@ std::shared_ptr<const ProfilerResult> Recorder::stop_window(
   for (const auto& b : backends_) b->collect(builder, conv);
   backends_.clear();
 
-  builder.set_lenses(options_.lenses);
+  builder.set_lenses(options_.request.lenses);
   builder.set_trace_call_stacks(options_.trace_call_stacks);
   for (auto& [key, value] : metadata) builder.add_metadata(std::move(key), std::move(value));
   SessionStats& stats = builder.stats();
-  stats.buffer_limit_bytes = options_.epoch.buffer_limit_bytes;
+  stats.buffer_limit_bytes = options_.request.epoch.buffer_limit_bytes;
   stats.not_recorded = options_.not_recorded;
   return builder.finish();
 }

@@ -1,14 +1,14 @@
 // The recording engine under a Profiler: one window at a time, process-wide.
 //
 // A Recorder is claimed by one owner (a started Profiler) at a time. It coordinates the
-// window's activity backends (src/backend/): start_window() prepares and starts one for each
-// kind of activity asked for (CPU ranges: backend::CpuBackend), and stop_window() stops them,
-// calibrates the clock once, has each add what it recorded to one builder, and returns the
-// window's immutable ProfilerResult.
+// window's activity backends, which it gets from the backend registry (backend/registry.h) for
+// what the window asks (WindowOptions::request) and never names: prepare_window() makes and
+// prepares them (the schedule's WARMUP), start_window() starts them, and stop_window() stops
+// them, calibrates the clock once, has each add what it recorded to one builder, and returns
+// the window's immutable ProfilerResult.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,25 +16,16 @@
 #include <vector>
 
 #include "backend/activity_backend.h"
-#include "backend/cuda_events.h"
-#include "collect/collector.h"
+#include "backend/registry.h"
 #include "opscope/result.h"
 
 namespace opscope::session {
 
 struct WindowOptions {
-  collect::EpochOptions epoch;
-  bool record_cpu = true;  // false: the window records no CPU ranges (a GPU-only session)
-  // The CUPTI library that records the window's CUDA activity; empty: none is recorded.
-  std::string cupti_path;
-  // Times ranges with CUDA events (backend::CudaEventBackend) on the threads for which this
-  // returns true, called at each range's start; empty: no range is timed so.
-  std::function<bool()> cuda_event_threads;
-  // The driver entry points that timing calls; nullptr: the CUDA driver's (loaded then). Tests
-  // give their own.
-  const backend::CudaEventApi* cuda_event_api = nullptr;
+  // What the window records (activities, lenses, the collector epoch, ranges timed on a
+  // device): the registry makes the backends from it.
+  backend::WindowRequest request;
   std::vector<std::string> not_recorded;  // asked for but not recorded here (SessionStats)
-  LensSet lenses;                 // what ranges and allocation reports record besides their times
   bool trace_call_stacks = true;  // ExperimentalConfig::verbose, kept in the result
 };
 
@@ -47,7 +38,13 @@ class Recorder {
   // Releases the claim if `owner` holds it.
   static void release(const void* owner) noexcept;
 
-  // Opens a window. The calling thread is a member of thread-limited windows.
+  // Makes the backends of a window of `options` and prepares them (loading a library, say), so
+  // that start_window() only starts them; backends prepared before and never started are
+  // dropped. Throws what a backend's prepare() throws, and then nothing stays prepared.
+  void prepare_window(const WindowOptions& options);
+  // Opens a window: with the backends prepare_window() prepared (for these same `options`),
+  // or else with backends made and prepared now. The calling thread is a member of
+  // thread-limited windows.
   void start_window(const WindowOptions& options);
   bool recording() const { return open_; }
   // Closes the window and builds its result with the given metadata (key, JSON text).
@@ -57,8 +54,9 @@ class Recorder {
  private:
   WindowOptions options_;
   bool open_ = false;
+  bool prepared_ = false;  // backends_ are prepared for a window not yet open
   std::uint64_t start_ticks_ = 0;
-  std::vector<std::unique_ptr<backend::ActivityBackend>> backends_;  // the open window's
+  std::vector<std::unique_ptr<backend::ActivityBackend>> backends_;  // the prepared or open window's
 };
 
 }  // namespace opscope::session

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "opscope/profiler.h"
+#include "opscope/record_function.h"
 
 namespace opscope {
 namespace {

@@ -5,7 +5,8 @@ compared with (tests/unit/analyze_test.cpp).
 
     hta_report.py HTA_DIR TRACE_DIR REPORT OUT.json
 
-REPORT is an opscope report name. Exit code 3 when HTA's dependencies are missing (pandas,
+REPORT is an opscope report name, or "frame": the events HTA's parser keeps, per rank and
+category (tests/unit/hta_events_test.cpp). Exit code 3 when HTA's dependencies are missing (pandas,
 plotly, ...: scripts/setup-deps installs them); HTA's own failures propagate.
 """
 import json
@@ -148,6 +149,25 @@ def queue(analysis, ranks):
     }
 
 
+def frame(trace_dir):
+    """The events HTA's parser keeps, counted per rank and category: its DataFrame before it
+    aligns or filters anything (as TraceDiff's LabeledTrace loads it; TraceAnalysis filters this
+    same frame), which in_hta_frame (src/analysis/hta_events.h) follows."""
+    import collections
+
+    import pandas as pd
+    from hta.common.trace import Trace
+
+    t = Trace(trace_dir=trace_dir)
+    t.parse_traces(use_multiprocessing=False)
+    names = t.symbol_table.get_sym_table()
+    rows = []
+    for rank, df in sorted(t.traces.items()):
+        counts = collections.Counter(names[c] for c in df["cat"]) if len(df) else {}
+        rows += [{"rank": rank, "category": c, "events": n} for c, n in sorted(counts.items())]
+    return {"frame": pd.DataFrame(rows, columns=["rank", "category", "events"])}
+
+
 # opscope report name -> a function of (TraceAnalysis, its sorted ranks) giving
 # {table name: DataFrame}, the tables `opscope analyze --report NAME --format json` prints.
 REPORTS = {
@@ -174,6 +194,12 @@ def main():
     logging.disable(logging.WARNING)
     from hta.trace_analysis import TraceAnalysis
 
+    if report == "frame":  # not a report: the events every report of HTA starts from
+        frames = frame(trace_dir)
+        rows = {name: json.loads(df.to_json(orient="records")) for name, df in frames.items()}
+        with open(out, "w") as f:
+            json.dump(rows, f)
+        return
     analysis = TraceAnalysis(trace_dir=trace_dir)
     ranks = sorted(analysis.t.traces.keys())
     if report not in REPORTS:

@@ -1,6 +1,7 @@
-// The counters of `opscope analyze` (src/analysis/counter_reports.cpp): the "queue" report
-// (queue lengths, copy bandwidths, time blocked on a full queue) and --augment (the trace
-// with counter events, src/export/trace_with_counters.cpp), against Holistic Trace Analysis
+// The counters of `opscope analyze` (src/analysis/counter_series.cpp, reports/queue.cpp and
+// reports/counters.cpp): the "queue" report (queue lengths, copy bandwidths, time blocked on a
+// full queue) and --augment (the trace with counter events,
+// src/export/trace_with_counters.cpp), against Holistic Trace Analysis
 // itself (../shared/peers/hta, run live) on the real traces in ../shared/peers/kineto-traces.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "opscope/export.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
 

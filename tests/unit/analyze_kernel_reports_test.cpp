@@ -16,6 +16,7 @@
 
 #include "opscope/export.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
 

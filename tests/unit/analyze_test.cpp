@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 #include "support/cli_test_support.h"
 #include "support/hta_oracle.h"
 #include "support/test_support.h"

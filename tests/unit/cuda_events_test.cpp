@@ -26,6 +26,7 @@
 #include "opscope/legacy.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
+#include "opscope/trace_reader.h"
 #include "session/recorder.h"
 
 namespace opscope {
@@ -91,12 +92,13 @@ std::shared_ptr<const ProfilerResult> record(const std::function<void()>& work) 
   static int owner;
   session::Recorder::claim(&owner, "the test");
   session::Recorder recorder;
+  backend::set_cuda_event_api_for_testing(&api);
   session::WindowOptions w;
-  w.cuda_event_threads = [] { return t_selected; };
-  w.cuda_event_api = &api;
+  w.request.timed_range_threads = [] { return t_selected; };
   recorder.start_window(w);
   work();
   auto result = recorder.stop_window({});
+  backend::set_cuda_event_api_for_testing(nullptr);
   session::Recorder::release(&owner);
   return result;
 }

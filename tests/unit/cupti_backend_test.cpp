@@ -2,7 +2,7 @@
 // GPU: its entry points resolve, buffers as CUPTI fills them are read by CUPTI's own record
 // walker and named by CUPTI's own callback names, and enabling activity without a driver fails
 // with CUPTI's reason instead of recording nothing.
-#include "backend/cupti_backend.h"
+#include "backend/cupti_tracer.h"
 
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>

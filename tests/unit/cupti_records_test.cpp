@@ -14,6 +14,7 @@
 
 #include "opscope/export.h"
 #include "opscope/result.h"
+#include "opscope/trace_reader.h"
 #include "support/hta_oracle.h"
 #include "support/test_support.h"
 

@@ -1,7 +1,7 @@
 // skip_event_blocks() walks 64-byte blocks of JSON text as a byte-by-byte walk would, and stops
 // at the first block with a backslash or with a ']' that could close the events array: checked
 // against such a walk written here, on random texts, for every instruction set the CPU runs.
-#include "export/event_blocks.h"
+#include "import/event_blocks.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace opscope::internal {
+namespace opscope::import {
 namespace {
 
 // The byte-by-byte walk: the state after text[from, to).
@@ -124,4 +124,4 @@ TEST(EventBlocks, StopsBeforeTheBracketThatClosesTheArray) {
 }
 
 }  // namespace
-}  // namespace opscope::internal
+}  // namespace opscope::import

@@ -1,4 +1,4 @@
-#include "export/json_reader.h"
+#include "json/json_reader.h"
 
 #include <gtest/gtest.h>
 

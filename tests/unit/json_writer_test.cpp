@@ -1,4 +1,4 @@
-#include "export/json_writer.h"
+#include "json/json_writer.h"
 
 #include <gtest/gtest.h>
 

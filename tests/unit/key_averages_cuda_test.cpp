@@ -13,6 +13,7 @@
 
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
+#include "opscope/trace_reader.h"
 #include "support/test_support.h"
 
 namespace opscope {

@@ -15,8 +15,9 @@
 #include <thread>
 
 #include "cli.h"
-#include "export/json_reader.h"
-#include "ondemand/daemon.h"
+#include "daemon/daemon.h"
+#include "daemon/requests.h"
+#include "json/json_reader.h"
 #include "opscope/version.h"
 #include "support/cli_test_support.h"
 #include "support/test_support.h"

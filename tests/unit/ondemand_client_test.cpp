@@ -206,6 +206,27 @@ TEST_F(OndemandRunningClient, DurationCaptureWritesOnlyTheWindow) {
   EXPECT_NE(testing::read_file(path).find("4242"), std::string::npos);
 }
 
+// A request's activities reach the backends: GPU activity unless ACTIVITIES_ENABLED=false, and
+// what this process cannot record is named in the trace.
+TEST_F(OndemandRunningClient, GpuActivityIsAskedForUnlessTheRequestLeavesItOut) {
+  const std::string why = activity_unavailable_reason(ActivityType::kCUDA);
+  if (why.empty()) GTEST_SKIP() << "this machine records CUDA activity";
+  const std::string pid = std::to_string(::getpid());
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=200\n    ACTIVITIES_LOG_FILE=" + dir.file("gpu.json"));
+  ASSERT_TRUE(wait_for([] { return client_status().traces == 1; })) << log.all();
+  const auto gpu = nlohmann::json::parse(testing::read_file(dir.file("gpu_" + pid + ".json")));
+  EXPECT_EQ(gpu.at("opscope_not_recorded"), nlohmann::json::array({"cuda"}));
+  EXPECT_EQ(log.count("accepted but not recorded: cuda (" + why + ")"), 1) << log.all();
+
+  deliver(daemon, "ACTIVITIES_DURATION_MSECS=200\n    ACTIVITIES_ENABLED=false\n"
+                  "    ACTIVITIES_LOG_FILE=" + dir.file("cpu.json"));
+  ASSERT_TRUE(wait_for([] { return client_status().traces == 2; })) << log.all();
+  const auto cpu = nlohmann::json::parse(testing::read_file(dir.file("cpu_" + pid + ".json")));
+  EXPECT_FALSE(cpu.contains("opscope_not_recorded"));
+  EXPECT_EQ(cpu.at("opscope").at("not_recorded"), nlohmann::json::array());
+  EXPECT_EQ(log.count("accepted but not recorded"), 1) << log.all();
+}
+
 // The output directory is opened when the request is accepted and the file created in it:
 // swapping the directory for a link to somewhere else during the capture changes nothing, and
 // the trace is its owner's alone (0600).

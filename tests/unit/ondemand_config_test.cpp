@@ -133,6 +133,32 @@ TEST(OndemandConfig, EveryKeyFormatsAndParsesBackTheSame) {
   EXPECT_NE(format_capture_config(timed).find("PROFILE_WITH_STACK=true"), std::string::npos);
 }
 
+TEST(OndemandConfig, ActivitiesEnabledSaysWhetherGpuActivityIsAskedFor) {
+  // dynolog's `dyno gputrace` never sends the key: Kineto's default activities, GPU ones too.
+  const auto dyno = parse("ACTIVITIES_LOG_FILE=/tmp/x.json\nACTIVITIES_DURATION_MSECS=500");
+  ASSERT_TRUE(dyno.request) << dyno.error;
+  EXPECT_TRUE(dyno.request->gpu_activities);
+  EXPECT_EQ(format_capture_config(*dyno.request).find("ACTIVITIES_ENABLED"), std::string::npos);
+
+  const auto on = parse("ACTIVITIES_DURATION_MSECS=500\nACTIVITIES_ENABLED=TRUE");
+  ASSERT_TRUE(on.request) << on.error;
+  EXPECT_TRUE(on.warnings.empty());
+  EXPECT_TRUE(on.request->gpu_activities);
+
+  const auto off = parse("ACTIVITIES_DURATION_MSECS=500\nACTIVITIES_ENABLED=0");
+  ASSERT_TRUE(off.request) << off.error;
+  EXPECT_FALSE(off.request->gpu_activities);
+  const std::string text = format_capture_config(*off.request);
+  EXPECT_NE(text.find("ACTIVITIES_ENABLED=false"), std::string::npos) << text;
+  const auto back = parse(text);
+  ASSERT_TRUE(back.request) << back.error;
+  EXPECT_FALSE(back.request->gpu_activities);
+
+  const auto bad = parse("ACTIVITIES_DURATION_MSECS=500\nACTIVITIES_ENABLED=maybe");
+  EXPECT_FALSE(bad.request);
+  EXPECT_NE(bad.error.find("ACTIVITIES_ENABLED=\"maybe\""), std::string::npos) << bad.error;
+}
+
 TEST(OndemandConfig, AMissingOrUnwritableDirectoryIsRefusedBeforeRecording) {
   testing::TempDir dir;
   const auto missing =

@@ -15,8 +15,11 @@
 #include <random>
 #include <thread>
 
-#include "export/json_reader.h"
-#include "ondemand/daemon.h"
+#include "daemon/daemon.h"
+#include "daemon/request_handlers.h"
+#include "daemon/requests.h"
+#include "daemon/tcp_client.h"
+#include "json/json_reader.h"
 #include "support/test_support.h"
 
 namespace opscope::ondemand {
@@ -375,6 +378,17 @@ TEST(OndemandDaemonRequest, ParsesDynologsRequestAndNamesBadFields) {
   EXPECT_THROW(parse_trace_result(R"({"error":"no"})"), Error);
 }
 
+TEST(OndemandDaemonRequest, TheHandlerTableServesDynologsRequestsAndGetTraceStatus) {
+  for (const std::string_view fn :
+       {"getStatus", "getVersion", "getTraceStatus", "setKinetOnDemandRequest"}) {
+    const RequestHandler* handler = find_request_handler(fn);
+    ASSERT_NE(handler, nullptr) << fn;
+    EXPECT_EQ(handler->fn, fn);
+  }
+  EXPECT_EQ(find_request_handler("nope"), nullptr);
+  EXPECT_EQ(find_request_handler(""), nullptr);
+}
+
 TEST(OndemandDaemonRequest, FindsTheOwnerOfALoopbackConnection) {
   const std::string table =
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
@@ -578,7 +592,10 @@ TEST_F(OndemandDaemon, AnswersBadRequestsWithAnError) {
     const internal::JsonValue* e = v.find("error");
     return e == nullptr ? std::string("<no error>") : e->as_string();
   };
-  EXPECT_NE(error_in(R"({"fn":"nope"})").find("unknown fn"), std::string::npos);
+  // The served names come from the handler table (request_handlers.cpp), in its order.
+  EXPECT_EQ(error_in(R"({"fn":"nope"})"),
+            "unknown fn \"nope\"; this daemon serves \"getStatus\", \"getTraceStatus\", "
+            "\"getVersion\", \"setKinetOnDemandRequest\"");
   EXPECT_NE(error_in(R"({"config":"x"})").find("no \"fn\""), std::string::npos);
   EXPECT_NE(error_in("{garbage").find("invalid JSON"), std::string::npos);
   EXPECT_NE(error_in(R"({"fn":"setKinetOnDemandRequest","pids":[1]})").find("config"),

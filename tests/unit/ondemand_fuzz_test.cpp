@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "export/json_reader.h"
+#include "daemon/daemon.h"
+#include "daemon/requests.h"
+#include "json/json_reader.h"
 #include "ondemand/config.h"
-#include "ondemand/daemon.h"
 #include "ondemand/ipc.h"
 #include "opscope/export.h"
 

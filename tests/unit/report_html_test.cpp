@@ -14,6 +14,7 @@
 #include <string>
 
 #include "opscope/export.h"
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 #include "support/cli_test_support.h"
 #include "support/png_screenshot.h"

@@ -14,13 +14,14 @@
 #include <utility>
 #include <vector>
 
-#include "export/trace_text.h"
+#include "import/kineto_importer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/key_averages.h"
 #include "opscope/memory.h"
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
+#include "opscope/trace_reader.h"
 #include "support/test_support.h"
 
 namespace opscope {
@@ -194,7 +195,7 @@ TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
     EXPECT_EQ(count_args(*part[0]).second, count_args(*whole[0]).second);
     EXPECT_EQ(rows(*part[0], false), rows(*whole[0], false));
   }
-  const auto whole_text = internal::read_trace_whole(plain, less);
+  const auto whole_text = import::read_trace_whole(plain, less);
   EXPECT_TRUE(whole_text->flows().empty());
   EXPECT_EQ(rows(*whole_text, false), rows(*whole[0], false));
   // Each option alone.
@@ -235,7 +236,7 @@ TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
     EXPECT_EQ(with_other(*otherless[0]), 0u);
     EXPECT_EQ(fields(*otherless[0]), fields(*read_traces(paths, threads, less)[0]));
   }
-  EXPECT_EQ(with_other(*internal::read_trace_whole(plain, no_other)), 0u);
+  EXPECT_EQ(with_other(*import::read_trace_whole(plain, no_other)), 0u);
   // Without the CPU ranges: the profiler steps stay, every other event is as a whole read has
   // it, and the recording process is the same one.
   TraceReadOptions no_ranges = less;
@@ -263,7 +264,7 @@ TEST(TraceReader, LeavesOutWhatTheOptionsSay) {
     EXPECT_EQ(rangeless[0]->pid(), whole[0]->pid());
     EXPECT_EQ(rangeless[0]->threads().size(), whole[0]->threads().size());
   }
-  EXPECT_EQ(rows(*internal::read_trace_whole(plain, no_ranges), false), without_ranges(*whole[0]));
+  EXPECT_EQ(rows(*import::read_trace_whole(plain, no_ranges), false), without_ranges(*whole[0]));
 }
 
 // A CPU range is left out however its fields are ordered (the phase, category or name last).
@@ -506,7 +507,7 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
     // Inflated on a thread of its own: the error crosses to the reader, after the text before
     // the cut was read.
     try {
-      internal::read_trace_streaming(half, 65536, 65536, true);
+      import::read_trace_streaming(half, 65536, 65536, true);
       ADD_FAILURE() << "no error";
     } catch (const Error& error) {
       EXPECT_NE(std::string(error.what()).find("gzip"), std::string::npos) << error.what();
@@ -523,7 +524,7 @@ TEST(TraceReader, RefusesMalformedAndTruncatedFilesWithTheOffset) {
   }
   text += "]}";
   const std::string early = write_gzip_file("early.json.gz", text);
-  EXPECT_THROW(internal::read_trace_streaming(early, 65536, 65536, true), Error);
+  EXPECT_THROW(import::read_trace_streaming(early, 65536, 65536, true), Error);
   e = read_error(early);
   EXPECT_NE(e.find("soon"), std::string::npos) << e;
   EXPECT_NE(e.find("byte 17"), std::string::npos) << e;
@@ -543,27 +544,27 @@ TEST(TraceReader, StreamedReadIsTheWholeRead) {
       continue;
     }
     SCOPED_TRACE(gz);
-    const std::string whole = chrome_trace_json(*internal::read_trace_whole(gz));
+    const std::string whole = chrome_trace_json(*import::read_trace_whole(gz));
     EXPECT_EQ(chrome_trace_json(*read_trace(gz)), whole);
     const std::string plain = write_file("plain.json", gunzip(gz));
     const std::pair<std::size_t, std::size_t> sizes[] = {
         {1, 65536}, {4096, 1}, {4096, 100}, {std::size_t{1} << 20, 65536}};
     for (const auto& [batch, chunk] : sizes) {
-      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch, chunk)), whole)
+      EXPECT_EQ(chrome_trace_json(*import::read_trace_streaming(gz, batch, chunk)), whole)
           << batch << " " << chunk;
       // zlib inflating on a thread of its own, a few chunks ahead of the reading (chunks of a
       // few bytes would make this a test of handing them over).
       if (chunk >= 65536) {
-        EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(gz, batch, chunk, true)), whole)
+        EXPECT_EQ(chrome_trace_json(*import::read_trace_streaming(gz, batch, chunk, true)), whole)
             << batch << " " << chunk << " inflated ahead";
       }
-      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk)), whole)
+      EXPECT_EQ(chrome_trace_json(*import::read_trace_streaming(plain, batch, chunk)), whole)
           << batch << " " << chunk;
       // Pieces parsed on two threads and joined in order (read_trace() does this for a plain
       // text of 1 MiB or more when it has a core to spare).
       if (batch != 4096 || chunk != 1) {
         EXPECT_EQ(
-            chrome_trace_json(*internal::read_trace_streaming(plain, batch, chunk, false, true)),
+            chrome_trace_json(*import::read_trace_streaming(plain, batch, chunk, false, true)),
             whole)
             << batch << " " << chunk << " parsed on two threads";
       }
@@ -625,7 +626,7 @@ TEST(TraceReader, PiecesParsedApartJoinAsOneWalk) {
   }
   text += R"(], "traceName": "apart"})";
   const std::string path = write_file("apart.json", text);
-  const auto whole = internal::read_trace_whole(path);
+  const auto whole = import::read_trace_whole(path);
   ASSERT_GT(whole->events().size(), 800u);
   ASSERT_GT(whole->flows().size(), 100u);
   ASSERT_GE(whole->threads().size(), 8u);
@@ -641,7 +642,7 @@ TEST(TraceReader, PiecesParsedApartJoinAsOneWalk) {
   const std::string expected = chrome_trace_json(*whole);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{300}, std::size_t{4096}}) {
     for (const bool helper : {false, true}) {
-      const auto r = internal::read_trace_streaming(path, batch, 65536, false, helper);
+      const auto r = import::read_trace_streaming(path, batch, 65536, false, helper);
       EXPECT_EQ(process_name(*r, std::int64_t{1} << 40), "Traces");
       EXPECT_EQ(chrome_trace_json(*r), expected) << batch << (helper ? " two threads" : "");
       ASSERT_EQ(r->threads().size(), whole->threads().size());
@@ -670,9 +671,9 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
     "traceEvents": )" + events +
                            R"(, "deviceProperties": [{"id": 0}], "traceName": "t"})";
   const std::string path = write_file("tricky.json", text);
-  const std::string whole = chrome_trace_json(*internal::read_trace_whole(path));
+  const std::string whole = chrome_trace_json(*import::read_trace_whole(path));
   for (const std::size_t batch : {std::size_t{1}, std::size_t{2}, std::size_t{64}}) {
-    const auto r = internal::read_trace_streaming(path, batch, batch);
+    const auto r = import::read_trace_streaming(path, batch, batch);
     EXPECT_EQ(chrome_trace_json(*r), whole) << batch;
     EXPECT_EQ(r->rank(), 3);
     ASSERT_EQ(r->events().size(), 2u);
@@ -680,7 +681,7 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   }
   const std::string empty =
       write_file("empty_events.json", R"({"traceEvents": [ ], "traceName": "t"})");
-  EXPECT_TRUE(internal::read_trace_streaming(empty, 1, 1)->events().empty());
+  EXPECT_TRUE(import::read_trace_streaming(empty, 1, 1)->events().empty());
 
   // An event that is not an object, in the second piece: named at its byte.
   const std::string bad_text =
@@ -690,7 +691,7 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   for (const std::size_t batch : {std::size_t{1}, std::size_t{8}}) {
     for (const bool helper : {false, true}) {
       try {
-        internal::read_trace_streaming(bad, batch, batch, false, helper);
+        import::read_trace_streaming(bad, batch, batch, false, helper);
         ADD_FAILURE() << "no error";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find(at), std::string::npos) << e.what() << " want " << at;
@@ -710,7 +711,7 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   const std::string early = write_file("early_two_threads.json", long_text);
   for (const std::size_t batch : {std::size_t{1}, std::size_t{512}}) {
     try {
-      internal::read_trace_streaming(early, batch, 4096, false, true);
+      import::read_trace_streaming(early, batch, 4096, false, true);
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("soon"), std::string::npos) << e.what();
@@ -718,10 +719,10 @@ TEST(TraceReader, StreamedReadFollowsStringsAndNestingAndNamesTheByte) {
   }
   // Truncated in the events, and not a trace at all: refused, as by the whole read.
   const std::string cut = write_file("cut.json", text.substr(0, text.find("\"b\"")));
-  EXPECT_THROW(internal::read_trace_streaming(cut, 4, 4), Error);
+  EXPECT_THROW(import::read_trace_streaming(cut, 4, 4), Error);
   const std::string chakra = write_file("nodes.json", R"({"nodes": [], "schema": "1"})");
   try {
-    internal::read_trace_streaming(chakra, 4, 4);
+    import::read_trace_streaming(chakra, 4, 4);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("execution trace"), std::string::npos) << e.what();
@@ -746,7 +747,7 @@ TEST(TraceReader, StreamedReadCutsOnlyBetweenEventsWhateverTheBlocks) {
   }
   text += R"(], "traceName": "blocks"})";
   const std::string path = write_file("blocks.json", text);
-  const auto whole = internal::read_trace_whole(path);
+  const auto whole = import::read_trace_whole(path);
   ASSERT_EQ(whole->events().size(), 300u);
   EXPECT_TRUE(std::any_of(whole->events().begin(), whole->events().end(),
                           [](const Event& e) { return e.name == "op3xxx,]}{[\", ,"; }));
@@ -754,7 +755,7 @@ TEST(TraceReader, StreamedReadCutsOnlyBetweenEventsWhateverTheBlocks) {
   for (const std::size_t chunk : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65},
                                   std::size_t{1000}, std::size_t{1} << 20}) {
     for (const std::size_t batch : {std::size_t{1}, std::size_t{200}, std::size_t{5000}}) {
-      EXPECT_EQ(chrome_trace_json(*internal::read_trace_streaming(path, batch, chunk)), expected)
+      EXPECT_EQ(chrome_trace_json(*import::read_trace_streaming(path, batch, chunk)), expected)
           << "batch " << batch << ", chunk " << chunk;
     }
   }

@@ -1,0 +1,43 @@
+// opscope/report_output.h: the reports of opscope/trace_analysis.h as files a person reads,
+// and traces written back with HTA's counters.
+//
+//   std::vector<opscope::Report> reports = opscope::run_report("idle", ranks);
+//   std::cout << opscope::format_reports(reports, opscope::ReportFormat::kText);
+//
+// Both throw opscope::Error naming the file and the reason; files are written under a
+// temporary name and renamed when complete.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "opscope/result.h"
+#include "opscope/trace_analysis.h"
+
+namespace opscope {
+
+// HTA's generate_trace_with_counters (opscope/trace_analysis.h has the series), for every
+// rank: writes trace_paths[i] (the file
+// ranks[i] was read from) to out_paths[i] with the queue-length and copy-bandwidth time
+// series appended to its traceEvents as counter events ("ph":"C"), as HTA writes them:
+//   {"pid": <GPU pid>, "ts": <us>, "args": {"Queue Length": 3}, "ph": "C",
+//    "name": "Queue Length", "id": <stream>}
+//   {"pid": <GPU pid>, "ts": <us>, "args": {"Memcpy BW": 12.5}, "ph": "C", "name": "Memcpy DtoH"}
+// at the trace's own times. Every byte of the original outside the end of traceEvents is kept
+// as it was; the output is gzip when its name ends in ".gz" (HTA gzips whatever the name).
+// Each file is written under a temporary name and all are renamed at the end, so on failure
+// (an Error naming the file and the reason) no output is left half written.
+void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                std::span<const std::string> trace_paths,
+                                std::span<const std::string> out_paths,
+                                const ReportOptions& options = {});
+
+// Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
+// name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
+// ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
+// table when there are several) or HTML (one self-contained page: every table, and charts of
+// the temporal breakdown, idle time, kernel types and kernel durations across ranks).
+std::string format_reports(std::span<const Report> reports, ReportFormat format);
+
+}  // namespace opscope

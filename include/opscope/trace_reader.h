@@ -1,0 +1,65 @@
+// opscope/trace_reader.h: reading a trace file back into a ProfilerResult, the model a
+// Profiler records into, so that the analyses and exports work on either.
+//
+//   std::shared_ptr<const opscope::ProfilerResult> result = opscope::read_trace("rank-0.json.gz");
+//   for (const opscope::Event& e : result->events()) use(result->category(e), e.name);
+//
+//   // Ranks in parallel, keeping only what the reports will read (opscope/trace_analysis.h):
+//   std::vector<std::string> reports = {"temporal_breakdown"};
+//   auto ranks = opscope::read_traces(paths, 0, opscope::what_reports_read(reports));
+//
+// The formats read are listed in src/import/importers.cpp; a file is told apart by its first
+// bytes, not by its name.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "opscope/result.h"
+
+namespace opscope {
+
+// Reads a Chrome / Kineto trace (.json, or .json.gz by its content) as PyTorch's profiler or
+// opscope wrote it: CPU ops and user annotations as ranges, GPU kernels, copies and sets on
+// their streams' threads, runtime and driver calls, flows, processes and threads with their
+// names, the rank (distributedInfo.rank), the top-level keys as metadata; every other event
+// category and every arg without a field of its own is kept (ProfilerResult::other_args), so
+// an export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
+// file, the byte offset and what was expected when the file is not a trace.
+// The text is read in 64 KiB pieces, so the memory a read takes is the model it builds, not the
+// text. On a machine with more than one core, a gzip text is inflated by a second thread
+// beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
+std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
+
+// What a read keeps of a trace: everything by default. A caller that knows what it will ask of
+// the model (`opscope analyze`, for the reports it was given: what_reports_read() in
+// opscope/trace_analysis.h)
+// may leave out what nothing will read, which takes less time and memory. What is left out is
+// skipped as the text is walked: JSON that is malformed only inside it is not noticed.
+struct TraceReadOptions {
+  // The args of CPU ranges (operators, user annotations): input shapes and types, External
+  // id, sequence numbers and the args no field holds. Their times, names and threads stay.
+  bool cpu_range_args = true;
+  // Flow events ("s", "t", "f": Kineto's launch and forward-backward arrows).
+  bool flows = true;
+  // CPU ranges (operators, user annotations) other than the profiler steps ("ProfilerStep#N"),
+  // most of a trace's events. One left out is left as soon as its phase, category and name
+  // are read; only its pid and tid are read further, so that the recording process is still
+  // the one with the most CPU ranges (ProfilerResult::pid()).
+  bool cpu_ranges = true;
+  // The args of the events that no field of the model holds (ProfilerResult::other_args: a
+  // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
+  // writes them back.
+  bool other_args = true;
+};
+
+// read_trace() of every path, on up to `threads` threads at once (0: one per core), in the
+// order given, keeping what `options` says. Throws the error of the first path (in that order)
+// that could not be read. A trace gets a second thread (inflating gzip, or parsing a plain
+// text of 1 MiB or more) only when there are fewer paths than `threads`.
+std::vector<std::shared_ptr<const ProfilerResult>> read_traces(
+    std::span<const std::string> paths, unsigned threads = 0, const TraceReadOptions& options = {});
+
+}  // namespace opscope

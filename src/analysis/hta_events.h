@@ -1,0 +1,46 @@
+// Which events Holistic Trace Analysis holds and what it calls them, said once for every report
+// (src/analysis/reports/) and for trace_diff(): the rule of its parsed DataFrame, the runtime
+// calls it counts as launches, and the name patterns that classify GPU kernels. Each follows
+// the HTA code it names (../shared/peers/hta).
+#pragma once
+
+#include <string_view>
+
+#include "opscope/result.h"
+
+namespace opscope::internal {
+
+// Whether HTA's DataFrame of a trace holds the event. Every analyzer reads the frame that
+// hta/common/trace_parser.py's _compress_df leaves, whichever way it loads the trace
+// (Trace.parse_traces for TraceAnalysis; LabeledTrace in hta/trace_diff.py parses the same
+// way, only without aligning or filtering): it drops the rows without "dur" or "cat"
+// (dropna) and those of category "Trace" (Kineto's whole-window span). So: complete events
+// with a category. Instants, allocation reports, counters and flows have no "dur"; neither
+// have async ranges, which a trace holds as "b"/"e" pairs. A category the model has as empty
+// is taken as missing (HTA would keep a "cat":"" it was given; the model cannot tell the two
+// apart, and Kineto never writes either).
+bool in_hta_frame(const ProfilerResult& r, const Event& e);
+
+// The runtime calls HTA counts as launches of GPU work, from one list; each analyzer of HTA
+// looks for its own part of it.
+enum class LaunchCalls {
+  // TraceSymbolTable.get_runtime_launch_events_mask (hta/common/trace_symbol_table.py), which
+  // the counters of hta/analyzers/trace_counters.py read: every call that enqueues work on a
+  // stream, CUDA's runtime and driver, ROCm's and MTIA's. Synchronous copies (cudaMemcpy) are
+  // not among them, so the copies they make never enter a queue.
+  kEnqueue,
+  // CudaKernelAnalysis.cuda_kernel_launch_stats (hta/analyzers/cuda_kernel_analysis.py): the
+  // names it looks up, CUDA's runtime launches and MTIA's (not cuLaunchKernel, which triton
+  // uses, nor the hip* calls); its copies and sets only with include_memory_events.
+  kLaunchStats,
+};
+// Whether `name` is one of `which`; `include_memory`: also the calls that launch copies and
+// sets.
+bool is_launch_call(std::string_view name, LaunchCalls which, bool include_memory = true);
+
+// HTA's MemoryKernelGroupingPattern (hta/common/types.py), (^(hip)?Memcpy)|(^(hip)?Memset)|
+// (^dma). kernel_type() asks it after the communication pattern; shorten_name() alone, so
+// that there a "hipMemcpy..." is memory.
+bool is_memory_kernel(std::string_view name);
+
+}  // namespace opscope::internal

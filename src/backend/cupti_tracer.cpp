@@ -1,0 +1,236 @@
+#include "backend/cupti_tracer.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+#include "backend/cuda_devices.h"
+#include "clock/clock.h"
+#include "opscope/error.h"
+#include "opscope/internal/clock.h"
+#include "util/program_name.h"
+
+namespace opscope::backend {
+namespace {
+
+// The backend of the open window, for CUPTI's callbacks (which carry no user pointer).
+std::atomic<CuptiBackend*> g_backend{nullptr};
+
+// Kineto's buffer size: large enough that a busy GPU fills one every few milliseconds at most.
+constexpr std::size_t kBufferBytes = std::size_t{4} << 20;
+constexpr std::size_t kAlignment = 8;  // ACTIVITY_RECORD_ALIGNMENT
+
+// What Kineto records by default for CUDA.
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,  // first, so that no launch misses its range
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
+};
+
+void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                                  std::size_t* max_records) {
+  *max_records = 0;  // as many as fit
+  CuptiBackend* b = g_backend.load(std::memory_order_acquire);
+  *buffer = b != nullptr ? b->new_buffer(*size) : nullptr;
+  if (*buffer == nullptr) *size = 0;
+}
+
+void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
+                                  std::size_t, std::size_t valid_size) {
+  CuptiBackend* b = g_backend.load(std::memory_order_acquire);
+  if (b != nullptr) {
+    b->take_buffer(buffer, valid_size);
+    b->count_dropped(context, stream);
+  } else {
+    ::operator delete (buffer, std::align_val_t{kAlignment});  // a window that is gone
+  }
+}
+
+template <typename F>
+void resolve(void* lib, const std::string& path, const char* name, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, name));
+  if (out == nullptr) {
+    throw Error("cannot record CUDA activity: " + path + " has no " + name +
+                " (a CUPTI older than CUDA 13's?)");
+  }
+}
+
+}  // namespace
+
+CuptiApi CuptiApi::load(const std::string& path) {
+  void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    throw Error("cannot record CUDA activity: CUPTI " + path + " could not be loaded (" +
+                (why != nullptr ? why : "unknown error") + ")");
+  }
+  CuptiApi api;
+  resolve(lib, path, "cuptiActivityEnable", api.activity_enable);
+  resolve(lib, path, "cuptiActivityDisable", api.activity_disable);
+  resolve(lib, path, "cuptiActivityRegisterCallbacks", api.register_callbacks);
+  resolve(lib, path, "cuptiActivityFlushAll", api.flush_all);
+  resolve(lib, path, "cuptiActivityGetNextRecord", api.next_record);
+  resolve(lib, path, "cuptiActivityGetNumDroppedRecords", api.dropped_records);
+  resolve(lib, path, "cuptiActivityPushExternalCorrelationId", api.push_external);
+  resolve(lib, path, "cuptiActivityPopExternalCorrelationId", api.pop_external);
+  resolve(lib, path, "cuptiGetCallbackName", api.callback_name);
+  resolve(lib, path, "cuptiGetResultString", api.result_string);
+  resolve(lib, path, "cuptiSetThreadIdType", api.set_thread_id_type);
+  return api;
+}
+
+std::string CuptiApi::error(CUptiResult code) const {
+  const char* text = nullptr;
+  if (result_string != nullptr && result_string(code, &text) == CUPTI_SUCCESS && text != nullptr) {
+    return std::string(text) + " (" + std::to_string(static_cast<int>(code)) + ")";
+  }
+  return "CUPTI error " + std::to_string(static_cast<int>(code));
+}
+
+std::string CuptiApi::api_name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) const {
+  const CUpti_CallbackDomain domain =
+      kind == CUPTI_ACTIVITY_KIND_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+  const char* name = nullptr;
+  if (callback_name == nullptr || callback_name(domain, cbid, &name) != CUPTI_SUCCESS ||
+      name == nullptr) {
+    return "";
+  }
+  return std::string(without_version_suffix(name));
+}
+
+CuptiBackend::CuptiBackend(std::string cupti_path, std::uint64_t buffer_limit_bytes)
+    : path_(std::move(cupti_path)),
+      buffer_limit_(std::max<std::uint64_t>(buffer_limit_bytes, kBufferBytes)) {}
+
+CuptiBackend::~CuptiBackend() {
+  // A window that failed half-way: nothing may call back into this object any more.
+  if (observer_ != 0) remove_callback(observer_);
+  for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
+  CuptiBackend* self = this;
+  g_backend.compare_exchange_strong(self, nullptr);
+}
+
+void CuptiBackend::load_library() {
+  if (api_.next_record != nullptr) return;
+  api_ = CuptiApi::load(path_);
+  records_.context().api_name = [this](CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
+    return api_.api_name(kind, cbid);
+  };
+}
+
+void CuptiBackend::prepare() {
+  if (prepared_) return;
+  load_library();
+  // Calls carry the OS thread id (gettid), which is what the CPU backend's threads have.
+  if (const CUptiResult rc = api_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+      rc != CUPTI_SUCCESS) {
+    throw Error("cannot record CUDA activity: cuptiSetThreadIdType: " + api_.error(rc));
+  }
+  if (const CUptiResult rc = api_.register_callbacks(on_buffer_requested, on_buffer_completed);
+      rc != CUPTI_SUCCESS) {
+    throw Error("cannot record CUDA activity: cuptiActivityRegisterCallbacks: " + api_.error(rc));
+  }
+  prepared_ = true;
+}
+
+void CuptiBackend::start() {
+  prepare();
+  CuptiBackend* none = nullptr;
+  if (!g_backend.compare_exchange_strong(none, this)) {
+    throw Error("cannot record CUDA activity: another window records it already");
+  }
+  for (const CUpti_ActivityKind kind : kKinds) {
+    if (const CUptiResult rc = api_.activity_enable(kind); rc != CUPTI_SUCCESS) {
+      for (const CUpti_ActivityKind k : enabled_) api_.activity_disable(k);
+      enabled_.clear();
+      g_backend.store(nullptr, std::memory_order_release);
+      throw Error("cannot record CUDA activity: cuptiActivityEnable(" +
+                  std::to_string(static_cast<int>(kind)) + "): " + api_.error(rc));
+    }
+    enabled_.push_back(kind);
+  }
+  // Each range's handle is CUPTI's external correlation id while it runs: the launches made
+  // inside it carry it ("External id"), as Kineto does with the op's id.
+  const CuptiApi* api = &api_;
+  observer_ = add_global_callback(
+      RecordFunctionCallback(
+          [api](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
+            api->push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, rf.handle());
+            return nullptr;
+          },
+          [api](const RecordFunction&, ObserverContext*) {
+            std::uint64_t popped = 0;
+            api->pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+          })
+          .needs_ids(true));
+}
+
+void CuptiBackend::stop() {
+  if (observer_ != 0) {
+    remove_callback(observer_);
+    observer_ = 0;
+  }
+  // Every record still in CUPTI's hands, delivered to take_buffer before this returns.
+  api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
+  enabled_.clear();
+  g_backend.store(nullptr, std::memory_order_release);
+}
+
+void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const clock::ClockOffset offset = clock::measure_offset(conv, clock::wall_now_ns);
+  records_.context().offset_ns = offset.offset_ns;
+  // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per SM.
+  const std::vector<DeviceProperties> devices = query_cuda_devices();
+  for (const DeviceProperties& d : devices) {
+    records_.context().sm_count[static_cast<std::uint32_t>(d.id)] = d.num_sms;
+  }
+  if (!devices.empty()) builder.set_device_properties(device_properties_json(devices));
+  records_.context().process_name = util::program_name();
+  records_.emit(builder);
+  builder.add_metadata(
+      "opscope_gpu_clock",
+      "{\"method\":\"CUPTI CLOCK_REALTIME, offset to the ranges' clock measured at stop\","
+      "\"offset_ns\":" +
+          std::to_string(offset.offset_ns) + ",\"error_ns\":" + std::to_string(offset.error_ns) +
+          "}");
+  builder.stats().events_dropped += dropped_;
+}
+
+void CuptiBackend::count_dropped(CUcontext context, std::uint32_t stream) {
+  std::size_t dropped = 0;
+  if (api_.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped_ += dropped;
+  }
+}
+
+std::uint8_t* CuptiBackend::new_buffer(std::size_t& size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if ((buffers_in_use_ + 1) * kBufferBytes > buffer_limit_) return nullptr;  // CUPTI drops
+  ++buffers_in_use_;
+  size = kBufferBytes;
+  return static_cast<std::uint8_t*>(
+      ::operator new (kBufferBytes, std::align_val_t{kAlignment}, std::nothrow));
+}
+
+void CuptiBackend::take_buffer(std::uint8_t* buffer, std::size_t valid_size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CUpti_Activity* record = nullptr;
+  while (api_.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    records_.add(*record);
+  }
+  ::operator delete (buffer, std::align_val_t{kAlignment});
+  if (buffers_in_use_ > 0) --buffers_in_use_;
+}
+
+}  // namespace opscope::backend

@@ -1,0 +1,96 @@
+// The CUPTI backend: GPU activity of a window through CUPTI's activity API, loaded at run time
+// from the libcupti the probe found (cuda_probe.h), never linked.
+//
+// prepare() resolves CUPTI's entry points and registers the buffer callbacks; start() enables
+// the activity kinds Kineto records (concurrent kernels, memcpy, memset, runtime and driver
+// calls, synchronization, CUDA allocations, external correlation) and adds a global observer
+// that pushes each range's handle as CUPTI's external correlation id while the range runs, so
+// every launch carries the innermost range open on its thread; stop() removes the observer,
+// flushes every buffer and disables the kinds; collect() measures how far CUPTI's clock
+// (CLOCK_REALTIME on Linux) is from the ranges' and hands the records, shifted by that, to
+// CuptiRecords. Buffers come from a budget (the window's buffer limit); what CUPTI could not
+// hand over is counted in SessionStats::events_dropped.
+//
+// Built only with CUPTI's headers (OPSCOPE_CUPTI). Its row in the backend registry is "cuda"
+// (cuda_backend.cpp), which is built without them too. Not yet run on a GPU: a session uses it
+// only where OPSCOPE_EXPERIMENTAL_CUPTI=1 is set (cuda_probe.cpp).
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/activity_backend.h"
+#include "backend/cupti_records.h"
+#include "opscope/observer.h"
+
+namespace opscope::backend {
+
+// CUPTI's entry points the backend calls, resolved from a loaded libcupti.
+struct CuptiApi {
+  decltype(&cuptiActivityEnable) activity_enable = nullptr;
+  decltype(&cuptiActivityDisable) activity_disable = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
+  decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
+  decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
+  decltype(&cuptiGetCallbackName) callback_name = nullptr;
+  decltype(&cuptiGetResultString) result_string = nullptr;
+  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
+
+  // Loads `path` (dlopen) and resolves every entry point above. Throws opscope::Error naming
+  // the library and what is missing.
+  static CuptiApi load(const std::string& path);
+  // "CUPTI_ERROR_NOT_INITIALIZED (15)", from CUPTI's own names.
+  std::string error(CUptiResult code) const;
+  // The name of a runtime or driver call without its version suffix: "cudaLaunchKernel".
+  std::string api_name(CUpti_ActivityKind kind, CUpti_CallbackId cbid) const;
+};
+
+class CuptiBackend final : public ActivityBackend {
+ public:
+  // `buffer_limit_bytes`: the most CUPTI buffer memory in use at once.
+  CuptiBackend(std::string cupti_path, std::uint64_t buffer_limit_bytes);
+  ~CuptiBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  // Loads libcupti and resolves its entry points (the first thing prepare() does; the tests
+  // call it alone, as reading buffers needs no driver).
+  void load_library();
+  // load_library(), then CUPTI told to name threads by OS tid and to call back for buffers.
+  void prepare() override;
+  // Throws opscope::Error with CUPTI's reason when an activity kind cannot be enabled (no
+  // driver, no device); what was enabled is disabled again.
+  void start() override;
+  void stop() override;
+  void collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) override;
+
+  // A buffer CUPTI completed: its records read (cuptiActivityGetNextRecord) into the window's,
+  // the buffer freed. What CUPTI's completion callback calls; public for the tests, which hand
+  // it buffers as CUPTI fills them.
+  void take_buffer(std::uint8_t* buffer, std::size_t valid_size);
+  // A buffer for CUPTI to fill, or nullptr when the budget is spent (CUPTI then drops records).
+  std::uint8_t* new_buffer(std::size_t& size);
+  // Adds what CUPTI says it dropped on this context and stream (SessionStats::events_dropped).
+  void count_dropped(CUcontext context, std::uint32_t stream);
+
+ private:
+  std::string path_;
+  std::uint64_t buffer_limit_;
+  CuptiApi api_;
+  bool prepared_ = false;
+  std::vector<CUpti_ActivityKind> enabled_;
+  CallbackHandle observer_ = 0;
+  std::mutex mutex_;  // records_ and the budget: CUPTI calls back on its own threads
+  CuptiRecords records_{CuptiContext{}};
+  std::uint64_t buffers_in_use_ = 0;
+  std::uint64_t dropped_ = 0;  // records CUPTI could not keep (no buffer, or a full one)
+};
+
+}  // namespace opscope::backend

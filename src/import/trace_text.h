@@ -1,0 +1,86 @@
+// A trace file's text, read once into the buffer simdjson parses, or in chunks: shared by
+// everything that reads traces (the importers, merge_traces, write_traces_with_counters).
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace opscope::import {
+
+// Throws Error "cannot read trace PATH: WHAT", the form of every error of reading a trace.
+[[noreturn]] void fail(const std::string& path, const std::string& what);
+
+// The bytes of the file at `path`, inflated when they are gzip (by content, not by name; every
+// member of a multi-member file), in a buffer padded as simdjson needs. A plain file is read
+// straight into that buffer and a gzip file inflated straight into it (libdeflate, sized by
+// the gzip trailer), so the text is written once. Throws Error "cannot read trace PATH: ..."
+// naming what went wrong (the system's error, or the byte of the bad gzip member).
+simdjson::padded_string load_trace_text(const std::string& path);
+
+// The size of the file's JSON text, or a bound below it: a plain file's size; for gzip, the
+// size its trailer states (modulo 4 GiB) or four times its compressed size, whichever is
+// larger. -1 when the file cannot be examined (load_trace_text then says why).
+std::int64_t trace_text_size(const std::string& path);
+
+// The text of a trace file in chunks, in order, for a reader that does not hold it whole: a
+// plain file read `chunk_bytes` at a time into one buffer (its memory written fresh once,
+// whatever the file's size). A gzip file, with `inflate_ahead`, is inflated by zlib on a thread
+// of its own a few chunks ahead of the reader (for a reader with a core to spare: zlib takes
+// about half the time the reading does, so the inflating costs no time); without, inflated at
+// once by libdeflate (several times faster than zlib, but it only inflates whole buffers) when
+// its text is at most `whole_gzip_up_to`, else by zlib a chunk at a time. Throws Error "cannot
+// read trace PATH: ..." as load_trace_text() does.
+class TextChunks {
+ public:
+  TextChunks(const std::string& path, std::size_t chunk_bytes, std::int64_t whole_gzip_up_to,
+             bool inflate_ahead);
+  ~TextChunks();
+  TextChunks(const TextChunks&) = delete;
+  TextChunks& operator=(const TextChunks&) = delete;
+
+  // The next chunk, valid until the next call; empty at the end of the text.
+  std::string_view next();
+  // Whether a thread of its own inflates the text (it then takes a core).
+  bool inflates_ahead() const { return mode_ == Mode::kZlibAhead; }
+
+ private:
+  struct Ahead;  // the inflating thread and the chunks it filled
+
+  void open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead);
+  std::size_t inflate(char* out, std::size_t size);
+
+  std::string path_;
+  int fd_ = -1;
+  enum class Mode { kPlain, kWhole, kZlib, kZlibAhead } mode_ = Mode::kPlain;
+  void* gz_ = nullptr;             // gzFile, for kZlib and kZlibAhead
+  simdjson::padded_string whole_;  // the text inflated at once, for kWhole
+  bool whole_given_ = false;
+  std::vector<char> buffer_;
+  std::unique_ptr<Ahead> ahead_;
+};
+
+// The first `size` bytes of the file's text (fewer when it is shorter), inflated when it is
+// gzip: what the importers are told apart by (importer.h). Empty when the file is not a regular
+// file or cannot be read; the importer that reads it then says why, as it would have.
+std::string read_text_head(const std::string& path, std::size_t size);
+
+// A value's JSON text as written (an object or array whole), without the whitespace around it
+// (simdjson 3.0 has raw_json() for objects and arrays only; a scalar's token text runs to the
+// next token, so it is trimmed); simdjson's error when the value is not well formed. By reference:
+// a copy of the value, read whole right after the narrower stores that built it, stalls.
+simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_view& out);
+
+// Throws Error "cannot read trace PATH: malformed JSON...": where the strict parser
+// (is_valid_json) finds the first problem in `json` (empty: not asked), when it does (simdjson
+// finds some errors, an unclosed string, before it walks, without a position); else `where` (" (in
+// the event that starts at byte N)"), what was `expected` there and simdjson's message for `code`.
+[[noreturn]] void fail_malformed(const std::string& path, std::string_view json,
+                                 simdjson::error_code code, const std::string& where,
+                                 const char* expected);
+
+}  // namespace opscope::import
