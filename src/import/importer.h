@@ -71,9 +71,13 @@ void refuse_raw_memory_timeline(const TraceText& text, ProfilerResult::Builder& 
 // the head.
 inline constexpr std::string_view kExecutionTrace =
     "this is an execution trace (Chakra: \"nodes\"), not a Chrome trace with \"traceEvents\"";
-// A text that is not a JSON object: the Kineto reader's, and the raw memory timeline's refusal
-// (the message it has always had; one naming the file would be a change of output).
+// A text that is not a JSON object: the Kineto reader's.
 inline constexpr std::string_view kNotAnObject =
     "expected a JSON object at byte 0 (a Chrome trace: {\"traceEvents\": [...]})";
+// A raw memory timeline: its refusal (until issue 34 it got kNotAnObject, which did not say
+// what the file is).
+inline constexpr std::string_view kRawMemoryTimeline =
+    "this is a raw memory timeline ([timestamp, action, bytes, category] per change, as "
+    "export_memory_timeline writes .raw.json.gz), not a Chrome trace with \"traceEvents\"";
 
 }  // namespace opscope::import

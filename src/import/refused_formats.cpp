@@ -57,7 +57,7 @@ bool sniff_raw_memory_timeline(std::string_view head) {
 
 void refuse_raw_memory_timeline(const TraceText& text, ProfilerResult::Builder&,
                                 const TraceReadOptions&) {
-  fail(text.path, std::string(kNotAnObject));
+  fail(text.path, std::string(kRawMemoryTimeline));
 }
 
 }  // namespace opscope::import

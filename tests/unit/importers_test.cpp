@@ -42,7 +42,7 @@ TEST(Importers, RealFilesThatAreNotTracesAreToldByTheirHead) {
       {peers("kineto-traces/execution_trace/benchmark_simple_add_et.json.gz"),
        "PyTorch execution trace (Chakra)", kExecutionTrace},
       {peers("kineto-traces/memory_analysis/memory_timeline.raw.gz"), "raw memory timeline",
-       kNotAnObject},
+       kRawMemoryTimeline},
       {peers("kineto-traces/execution_trace/benchmark_simple_add_trace.json.gz"),
        "Kineto / Chrome trace JSON", ""},
   };
