@@ -114,6 +114,8 @@ inline void EventReader::read_event(od::object& e) {
       } else if (k[0] == 'd' && key_is("dur")) {
         dur_raw = time_text(v, "dur");
       } else if (flow_left_out) {
+        // Its name, for a refusal of its times to name it (a flow's phase comes first).
+        if (k[0] == 'n' && key_is("name")) check(v.get_string().get(name), "\"name\" as a string");
       } else if (k[0] == 'p' && key_is("pid")) {
         pid = read_id(v);
         if (!pid.text.empty()) note_text_pid(pid.text);

@@ -61,9 +61,8 @@ inline bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
   if (!read_digits(p, end, us) || us > static_cast<std::uint64_t>(INT64_MAX / 1000 - 1)) {
     return false;
   }
-  if (p != end && *p != '.') {
-    if (*p != 'e' && *p != 'E') return false;
-    // An exponent: rare; a double is as good as the text then.
+  // An exponent (1e3, 1.5e3): rare; a double is as good as the text then.
+  const auto with_exponent = [&] {
     double v = 0;
     const auto [stop, ec] = std::from_chars(digits, end, v);
     if (stop != end) return false;
@@ -84,6 +83,10 @@ inline bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
     if (!(rounded < 9.2e18)) return false;
     ns = static_cast<std::int64_t>(rounded) * (negative ? -1 : 1);
     return true;
+  };
+  if (p != end && *p != '.') {
+    if (*p != 'e' && *p != 'E') return false;
+    return with_exponent();
   }
   std::int64_t frac = 0;
   if (p != end) {  // the point: up to three digits are nanoseconds, the fourth rounds
@@ -92,7 +95,7 @@ inline bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
     int n = 0;
     for (; p != end; ++p) {
       const auto d = static_cast<unsigned>(*p - '0');
-      if (d >= 10) return false;
+      if (d >= 10) return (*p == 'e' || *p == 'E') && n > 0 && with_exponent();
       if (n < 3) {
         frac = frac * 10 + d;
       } else if (n == 3 && d >= 5) {
