@@ -108,7 +108,7 @@ inline void EventReader::read_event(od::object& e) {
     od::value& v = f.value();
     const char* k = key.raw();
     const auto key_is = [&](const char* name) { return key.unsafe_is_equal(name); };
-    if (left_out || flow_left_out) [[unlikely]] {
+    if (left_out || flow_left_out) {
       if (k[0] == 't' && key_is("ts")) {
         ts_raw = time_text(v, "ts");
       } else if (k[0] == 'd' && key_is("dur")) {
