@@ -269,3 +269,22 @@ def test_record_function_arguments():
     assert (rf.name, rf.args) == ("kw", "a=1")
     assert repr(rf) == "record_function('kw')"
     assert record_function(**{"name": "via_dict"}).name == "via_dict"
+
+
+def test_trace_with_a_time_past_the_rule(tmp_path):
+    # The reader's rule for times (src/import/trace_times.h): the Python API refuses what the
+    # CLI refuses, in its words, as RuntimeError (never a wrapped number, never a crash).
+    event = '{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%s,"dur":1}'
+    for value in ["9e21", "1e400", '"NaN"', "9223372036854775.807"]:
+        path = tmp_path / "t.json"
+        text = '{"traceEvents":[' + event % value + "]}"
+        path.write_text(text)
+        message = (
+            f"cannot read trace {path}: \"ts\" {value} at byte {text.index(value)} is outside the "
+            "times a trace may hold"
+        )
+        with pytest.raises(RuntimeError, match=re.escape(message) + ".*\\(in the event \"aten::mm\" that starts at byte 16\\)$"):
+            _C.TraceFile(str(path))
+    # At the bound: read.
+    path.write_text('{"traceEvents":[' + event % "4611686018427386.903" + "]}")
+    _C.TraceFile(str(path))

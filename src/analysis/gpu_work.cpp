@@ -181,6 +181,8 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
+// The sums of these two fit an int64: their pieces are disjoint, so they add up to at most the
+// span of the times, within 2^63 by the reader's rule (import/trace_times.h).
 std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   std::int64_t total = 0;
   std::size_t i = 0, j = 0;

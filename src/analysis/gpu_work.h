@@ -17,6 +17,7 @@
 #include "model/profiler_step.h"
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
+#include "util/wide_sums.h"
 
 namespace opscope::internal {
 
@@ -74,6 +75,7 @@ std::int64_t overlap_length(const std::vector<Interval>& a, const std::vector<In
 std::int64_t length(const std::vector<Interval>& v);
 
 inline double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+// A sum of times over many events is a WideSum, printed with wide_us() (util/wide_sums.h).
 
 inline double round2(double x) { return std::round(x * 100.0) / 100.0; }
 

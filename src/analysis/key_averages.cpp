@@ -22,6 +22,7 @@
 #include "analysis/inputs_text.h"
 #include "analysis/stacks.h"
 #include "opscope/error.h"
+#include "util/wide_sums.h"
 
 namespace opscope {
 namespace {
@@ -51,7 +52,9 @@ bool is_gpu_work(const Event& e) {
   return ((kWork >> static_cast<unsigned>(e.kind)) & 1u) != 0;
 }
 
-// Sums of one group of events.
+// Sums of one group of events. Saturated (util/wide_sums.h): the row's fields are int64, and a
+// group of many long events (a trace's times may each be up to 2^62 ns) can pass INT64_MAX;
+// such a total stays at INT64_MAX (292 years) instead of wrapping negative.
 struct Partial {
   GroupKey key;
   std::int64_t count = 0;
@@ -74,22 +77,23 @@ struct Partial {
     const bool gpu = is_gpu_work(e);
     is_device |= gpu;
     // GPU work has no CPU time (torch's device rows).
-    total_ns += gpu ? 0 : e.duration_ns();
-    self_ns += gpu ? 0 : e.self_ns;
+    total_ns = internal::saturating_add(total_ns, gpu ? 0 : e.duration_ns());
+    self_ns = internal::saturating_add(self_ns, gpu ? 0 : e.self_ns);
     is_async |= e.kind == EventKind::kAsyncRange;
     top_level |= e.parent < 0;
   }
   void merge(const Partial& o) {
+    using internal::saturating_add;
     count += o.count;
-    total_ns += o.total_ns;
-    self_ns += o.self_ns;
-    memory += o.memory;
-    self_memory += o.self_memory;
-    cuda_memory += o.cuda_memory;
-    self_cuda_memory += o.self_cuda_memory;
-    flops += o.flops;
-    cuda_ns += o.cuda_ns;
-    self_cuda_ns += o.self_cuda_ns;
+    total_ns = saturating_add(total_ns, o.total_ns);
+    self_ns = saturating_add(self_ns, o.self_ns);
+    memory = saturating_add(memory, o.memory);
+    self_memory = saturating_add(self_memory, o.self_memory);
+    cuda_memory = saturating_add(cuda_memory, o.cuda_memory);
+    self_cuda_memory = saturating_add(self_cuda_memory, o.self_cuda_memory);
+    flops = saturating_add(flops, o.flops);
+    cuda_ns = saturating_add(cuda_ns, o.cuda_ns);
+    self_cuda_ns = saturating_add(self_cuda_ns, o.self_cuda_ns);
     is_async |= o.is_async;
     top_level |= o.top_level;
     is_device |= o.is_device;
@@ -98,15 +102,16 @@ struct Partial {
 
 // Adds event i's memory and GPU time (empty vectors: not recorded) to `p`.
 void add_sums(Partial& p, std::size_t i, const EventMemory& memory, const EventCuda& cuda) {
+  using internal::saturating_add;  // as Partial's sums
   if (i < memory.cpu.total.size()) {
-    p.memory += memory.cpu.total[i];
-    p.self_memory += memory.cpu.self[i];
-    p.cuda_memory += memory.cuda.total[i];
-    p.self_cuda_memory += memory.cuda.self[i];
+    p.memory = saturating_add(p.memory, memory.cpu.total[i]);
+    p.self_memory = saturating_add(p.self_memory, memory.cpu.self[i]);
+    p.cuda_memory = saturating_add(p.cuda_memory, memory.cuda.total[i]);
+    p.self_cuda_memory = saturating_add(p.self_cuda_memory, memory.cuda.self[i]);
   }
   if (i < cuda.total.size()) {
-    p.cuda_ns += cuda.total[i];
-    p.self_cuda_ns += cuda.self[i];
+    p.cuda_ns = saturating_add(p.cuda_ns, cuda.total[i]);
+    p.self_cuda_ns = saturating_add(p.self_cuda_ns, cuda.self[i]);
   }
 }
 
@@ -130,7 +135,7 @@ struct LensSums {
 
   void add(Partial& p, std::size_t i) const {
     add_sums(p, i, memory, cuda);
-    if (!flops.empty()) p.flops += flops[i];
+    if (!flops.empty()) p.flops = internal::saturating_add(p.flops, flops[i]);
   }
 };
 
@@ -311,7 +316,8 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
     if (const auto* stack = stack_of(events[p.first])) row.stack = *stack;
     rows.push_back(std::move(row));
   }
-  std::int64_t self_total = 0;
+  // Wide: only the percentages (doubles) are made of it.
+  internal::WideSum self_total = 0;
   for (const FunctionEventAvg& r : rows) self_total += r.self_cpu_time_total_ns;
   if (self_total > 0) {
     for (FunctionEventAvg& r : rows) {
@@ -326,13 +332,15 @@ KeyAverages average(const ProfilerResult& result, const std::vector<bool>* inclu
 }
 
 // Each range's value plus its descendants' (instants and memory events are not children):
-// children follow their parents in events(), so one backward pass sums subtrees.
+// children follow their parents in events(), so one backward pass sums subtrees. Saturated,
+// as Partial's sums: the vectors are int64 (EventMemory, EventCuda).
 std::vector<std::int64_t> subtree_sums(const std::vector<Event>& events,
                                        std::vector<std::int64_t> own) {
   for (std::size_t i = events.size(); i-- > 0;) {
     const Event& e = events[i];
     if (e.kind == EventKind::kRange && e.parent >= 0) {
-      own[static_cast<std::size_t>(e.parent)] += own[i];
+      std::int64_t& sum = own[static_cast<std::size_t>(e.parent)];
+      sum = internal::saturating_add(sum, own[i]);
     }
   }
   return own;
@@ -354,7 +362,10 @@ EventMemory event_memory(const ProfilerResult& result) {
     std::vector<std::int64_t>& self =
         d->memory.device.type == DeviceType::kCUDA ? out.cuda.self : out.cpu.self;
     self[i] = d->memory.bytes;  // a report's own bytes (subtree_sums leaves them there)
-    if (e.parent >= 0) self[static_cast<std::size_t>(e.parent)] += d->memory.bytes;
+    if (e.parent >= 0) {  // saturated: "Bytes" are the file's, any int64
+      std::int64_t& sum = self[static_cast<std::size_t>(e.parent)];
+      sum = internal::saturating_add(sum, d->memory.bytes);
+    }
   }
   out.cpu.total = subtree_sums(events, out.cpu.self);
   out.cuda.total = subtree_sums(events, out.cuda.self);
@@ -418,7 +429,8 @@ EventCuda event_cuda(const ProfilerResult& result) {
     for (std::size_t i = 0; i < events.size(); ++i) {
       const Event& e = events[i];
       if (e.kind == EventKind::kRange && e.parent >= 0) {
-        out.self[static_cast<std::size_t>(e.parent)] -= out.total[i];
+        std::int64_t& self = out.self[static_cast<std::size_t>(e.parent)];
+        self = internal::saturating_sub(self, out.total[i]);  // overlapping children
       }
     }
     return out;
@@ -428,7 +440,8 @@ EventCuda event_cuda(const ProfilerResult& result) {
     if (is_gpu_work(events[i])) out.self[i] = events[i].duration_ns();
   }
   for (const auto& [op, work] : attribution.links) {
-    out.self[static_cast<std::size_t>(op)] += duration(work);
+    std::int64_t& self = out.self[static_cast<std::size_t>(op)];
+    self = internal::saturating_add(self, duration(work));  // many kernels of one op
   }
   out.total = subtree_sums(events, out.self);
   return out;

@@ -1,5 +1,6 @@
 // The memory timeline model (memory_timeline.h), after PyTorch's _memory_profiler.py.
 #include "analysis/memory_timeline.h"
+#include "util/wide_sums.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -121,13 +122,14 @@ CoalescedTimeline coalesce_timeline(std::span<const TimelineEntry> timeline) {
     switch (e.action) {
       case TimelineAction::kPreexisting:
       case TimelineAction::kCreate:
-        s[index] += e.bytes;
+        // Saturated (util/wide_sums.h): the bytes are the file's, any int64.
+        s[index] = internal::saturating_add(s[index], e.bytes);
         break;
       // -bytes for the old version, +bytes for the new; both have the allocation's category.
       case TimelineAction::kIncrementVersion:
         break;
       case TimelineAction::kDestroy:
-        s[index] -= e.bytes;
+        s[index] = internal::saturating_sub(s[index], e.bytes);
         break;
     }
   }

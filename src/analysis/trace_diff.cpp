@@ -169,7 +169,9 @@ std::vector<std::int64_t> chosen(const std::vector<std::int64_t>& asked,
 
 struct Totals {
   std::int64_t counts = 0;
-  std::int64_t duration_ns = 0;
+  // Wide (util/wide_sums.h): a name's durations over many events can pass INT64_MAX; the
+  // output is a double of microseconds, so the sum is exact to a double's precision.
+  internal::WideSum duration_ns = 0;
 };
 
 // Counts and total durations by name over the kept events of one side.
@@ -276,9 +278,9 @@ std::vector<Report> trace_diff(Ranks control, Ranks test, const DiffOptions& opt
   for (const auto& [name, sides] : joined_rows) {
     const auto& [ct, tt] = sides;
     const std::int64_t dc = tt.counts - ct.counts;
-    diff.rows.push_back({name, ct.counts, internal::us(ct.duration_ns), tt.counts,
-                         internal::us(tt.duration_ns), dc,
-                         internal::us(tt.duration_ns - ct.duration_ns),
+    diff.rows.push_back({name, ct.counts, internal::wide_us(ct.duration_ns), tt.counts,
+                         internal::wide_us(tt.duration_ns), dc,
+                         internal::wide_us(tt.duration_ns - ct.duration_ns),
                          std::string(dc > 0   ? "+"
                                      : dc < 0 ? "-"
                                               : "=")});

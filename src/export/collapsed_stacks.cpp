@@ -19,6 +19,7 @@
 #include "analysis/symbolizer.h"
 #include "opscope/error.h"
 #include "opscope/key_averages.h"
+#include "util/wide_sums.h"
 
 namespace opscope::internal {
 namespace {
@@ -110,7 +111,10 @@ void write_collapsed_stacks(const ProfilerResult& result, std::string_view metri
       if (added) lines.emplace_back(by_text->first, 0);
       it = line_of.emplace(key, by_text->second).first;
     }
-    lines[it->second].second += metric == Metric::kSelfCuda ? cuda.self[i] : e.self_ns;
+    // Saturated (util/wide_sums.h): the line's count is written as an integer of microseconds,
+    // and a stack's self times over many long events can pass INT64_MAX ns.
+    std::int64_t& ns = lines[it->second].second;
+    ns = internal::saturating_add(ns, metric == Metric::kSelfCuda ? cuda.self[i] : e.self_ns);
   }
 
   std::string out;

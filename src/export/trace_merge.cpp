@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "import/trace_text.h"
+#include "import/trace_times.h"
 #include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
@@ -148,6 +149,28 @@ class Walker {
   }
 
   const std::string& path() const { return path_; }
+
+  // The event's "ts" and "dur" by the reader's rule for times (import/trace_times.h), refused
+  // in the words `opscope analyze` uses: a merge copies times as written, and must not write
+  // a trace that no command reads back.
+  void check_times(const std::vector<Field>& fields) const {
+    std::string_view ts_raw, dur_raw, name;
+    for (const Field& f : fields) {
+      if (f.key == "ts") ts_raw = f.raw;
+      if (f.key == "dur") dur_raw = f.raw;
+      if (f.key == "name") name = f.raw;
+    }
+    if (name.size() >= 2 && name.front() == '"') name = name.substr(1, name.size() - 2);
+    std::int64_t ts = 0, dur = 0;
+    if (!ts_raw.empty()) ts = checked_time(ts_raw, "ts", name);
+    if (!dur_raw.empty()) {
+      dur = checked_time(dur_raw, "dur", name);
+      if (!import::end_in_range(ts, dur)) {
+        fail(path_, import::end_refusal(ts_raw, dur_raw, ts, dur, time_place(dur_raw, name)));
+      }
+    }
+  }
+
   // " (in the event that starts at byte N)" while an event is walked.
   std::string at_event() const {
     if (event_at_ == nullptr) return "";
@@ -159,6 +182,23 @@ class Walker {
     std::string_view raw;
     check(import::raw_json_text(v, raw), what);
     return raw;
+  }
+
+  std::int64_t checked_time(std::string_view raw, const char* field, std::string_view name) const {
+    std::int64_t ns = 0;
+    const import::TimeVerdict verdict = import::read_time(raw, ns);
+    if (verdict == import::TimeVerdict::kNotANumber) {
+      fail(path_, std::string("expected a number of microseconds for \"") + field +
+                      "\", found " + std::string(raw) + at_event());
+    }
+    if (verdict == import::TimeVerdict::kOutOfRange) {
+      fail(path_, import::time_refusal(field, raw, time_place(raw, name)));
+    }
+    return ns;
+  }
+
+  import::TimePlace time_place(std::string_view raw, std::string_view name) const {
+    return {raw.data() - json_.data(), event_at_ == nullptr ? -1 : event_at_ - json_.data(), name};
   }
 
   void check(simdjson::error_code code, const char* expected) {
@@ -251,6 +291,7 @@ void scan(Walker& walker, Input& in) {
       },
       [&](const std::vector<Field>& fields) {
         ++in.events;
+        walker.check_times(fields);
         const Field* pid = find(fields, "pid");
         Process& p = in.process(pid != nullptr ? pid->raw : std::string_view());
         const Field* args = find(fields, "args");

@@ -68,8 +68,10 @@ void EventReader::read_piece(std::string_view text, std::int64_t offset, od::par
 
 inline void EventReader::read_event(od::object& e) {
   std::string_view ph, cat, name;
-  std::int64_t ts = 0, dur = 0;
-  bool has_ts = false, has_dur = false;
+  // The times as written, read by the rule (checked_time) once the event is whole: so that a
+  // refusal names the event, and so that the events the options leave out are held to the
+  // rule too (a file's verdict must not depend on the reports asked for).
+  std::string_view ts_raw, dur_raw;
   Id pid;
   Id tid;
   Id id;
@@ -85,7 +87,9 @@ inline void EventReader::read_event(od::object& e) {
   bool args_any = false;
   EventKind kind = EventKind::kOther;
   RecordScope scope = RecordScope::kFunction;
-  bool left_out = false;     // a CPU range the options leave out: only its thread is read further
+  bool left_out = false;     // a CPU range the options leave out: only its thread (and its
+                             // times, for the rule) are read further
+  bool flow_left_out = false;  // a flow the options leave out: only its times are read further
   bool range_asked = false;  // leaves_out() was asked, with the phase, category and name known
   const auto ask_left_out = [&] {
     if (range_asked || ph.empty() || cat.empty() || name.empty()) return;
@@ -104,8 +108,15 @@ inline void EventReader::read_event(od::object& e) {
     od::value& v = f.value();
     const char* k = key.raw();
     const auto key_is = [&](const char* name) { return key.unsafe_is_equal(name); };
-    if (left_out) {
-      if (k[0] == 'p' && key_is("pid")) {
+    if (left_out || flow_left_out) {
+      if (k[0] == 't' && key_is("ts")) {
+        ts_raw = time_text(v, "ts");
+      } else if (k[0] == 'd' && key_is("dur")) {
+        dur_raw = time_text(v, "dur");
+      } else if (flow_left_out) {
+        // Its name, for a refusal of its times to name it (a flow's phase comes first).
+        if (k[0] == 'n' && key_is("name")) check(v.get_string().get(name), "\"name\" as a string");
+      } else if (k[0] == 'p' && key_is("pid")) {
         pid = read_id(v);
         if (!pid.text.empty()) note_text_pid(pid.text);
       } else if (k[0] == 't' && key_is("tid")) {
@@ -115,8 +126,9 @@ inline void EventReader::read_event(od::object& e) {
     }
     if (k[0] == 'p' && key_is("ph")) {
       check(v.get_string().get(ph), "\"ph\" as a string");
-      // A flow left out is left as soon as its phase is known (the walk skips the rest).
-      if (!options_.flows && is_flow_phase(ph)) return;
+      // A flow left out is left as soon as its phase is known: the rest is skipped unread, but
+      // for its times.
+      if (!options_.flows && is_flow_phase(ph)) flow_left_out = true;
       ask_left_out();
     } else if (k[0] == 'c' && key_is("cat")) {
       check(v.get_string().get(cat), "\"cat\" as a string");
@@ -136,11 +148,9 @@ inline void EventReader::read_event(od::object& e) {
     } else if (k[0] == 't' && key_is("tid")) {
       tid = read_id(v);
     } else if (k[0] == 't' && key_is("ts")) {
-      ts = read_micros(v, "ts");
-      has_ts = true;
+      ts_raw = time_text(v, "ts");
     } else if (k[0] == 'd' && key_is("dur")) {
-      dur = read_micros(v, "dur");
-      has_dur = true;
+      dur_raw = time_text(v, "dur");
     } else if (k[0] == 'i' && key_is("id")) {
       id = read_id(v);
       has_id = true;
@@ -164,6 +174,17 @@ inline void EventReader::read_event(od::object& e) {
       raw_of(v, "a value");
     }
   }
+  // The rule for times (trace_times.h), on every event whatever its phase and whether or not
+  // the options keep it. A duration is a time too: the same bound. Both within it, ts + dur
+  // cannot overflow.
+  const bool has_ts = !ts_raw.empty();
+  const bool has_dur = !dur_raw.empty();
+  const std::int64_t ts = has_ts ? checked_time(ts_raw, "ts", name) : 0;
+  const std::int64_t dur = has_dur ? checked_time(dur_raw, "dur", name) : 0;
+  if (has_dur && !end_in_range(ts, dur)) [[unlikely]] {
+    fail(end_refusal(ts_raw, dur_raw, ts, dur, time_place(dur_raw, name)));
+  }
+  if (flow_left_out) return;
   if (ph.empty()) {
     ++piece_->skipped;
     return;

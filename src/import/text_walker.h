@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "import/trace_text.h"
+#include "import/trace_times.h"
 
 namespace opscope::import {
 
@@ -60,14 +61,32 @@ inline bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
   if (!read_digits(p, end, us) || us > static_cast<std::uint64_t>(INT64_MAX / 1000 - 1)) {
     return false;
   }
-  if (p != end && *p != '.') {
-    if (*p != 'e' && *p != 'E') return false;
-    // An exponent: rare; a double is as good as the text then.
+  // An exponent (1e3, 1.5e3): rare; a double is as good as the text then.
+  const auto with_exponent = [&] {
     double v = 0;
     const auto [stop, ec] = std::from_chars(digits, end, v);
-    if (ec != std::errc() || stop != end) return false;
-    ns = static_cast<std::int64_t>(v * 1000.0 + 0.5) * (negative ? -1 : 1);
+    if (stop != end) return false;
+    if (ec == std::errc::result_out_of_range) {
+      // Past a double's range: too small to be a nanosecond (1e-400) is 0; too large is not
+      // a time (trace_times.h).
+      const std::string_view text(digits, static_cast<std::size_t>(end - digits));
+      if (text.find("e-") == std::string_view::npos && text.find("E-") == std::string_view::npos) {
+        return false;
+      }
+      v = 0;
+    } else if (ec != std::errc()) {
+      return false;
+    }
+    // Converted only when it fits: a double past INT64_MAX cast to an int64 is undefined
+    // behaviour (9e21 us was). The rule's narrower bound is the caller's (read_time).
+    const double rounded = v * 1000.0 + 0.5;
+    if (!(rounded < 9.2e18)) return false;
+    ns = static_cast<std::int64_t>(rounded) * (negative ? -1 : 1);
     return true;
+  };
+  if (p != end && *p != '.') {
+    if (*p != 'e' && *p != 'E') return false;
+    return with_exponent();
   }
   std::int64_t frac = 0;
   if (p != end) {  // the point: up to three digits are nanoseconds, the fourth rounds
@@ -76,7 +95,7 @@ inline bool micros_text_to_ns(std::string_view t, std::int64_t& ns) {
     int n = 0;
     for (; p != end; ++p) {
       const auto d = static_cast<unsigned>(*p - '0');
-      if (d >= 10) return false;
+      if (d >= 10) return (*p == 'e' || *p == 'E') && n > 0 && with_exponent();
       if (n < 3) {
         frac = frac * 10 + d;
       } else if (n == 3 && d >= 5) {
@@ -210,15 +229,39 @@ class TextWalker {
     return id;
   }
 
-  std::int64_t read_micros(od::value& v, const char* what) {
+  // A time's value as written (token_of, or an object's or array's whole text), read by the
+  // rule (checked_time) once its event is whole, so that its refusal names the event.
+  std::string_view time_text(od::value& v, const char* what) {
     std::string_view raw = token_of(v);
     if (!raw.empty() && (raw.front() == '{' || raw.front() == '[')) raw = raw_of(v, what);
+    return raw;
+  }
+
+  // The time written as `raw` (a view into place().doc) for `field` of the event named `name`,
+  // by the rule for times (trace_times.h); refused with the file, the byte, the event and the
+  // value as written.
+  std::int64_t checked_time(std::string_view raw, const char* field, std::string_view name) const {
     std::int64_t ns = 0;
-    if (!micros_text_to_ns(raw, ns)) {
-      fail(std::string("expected a number of microseconds for \"") + what + "\", found " +
+    // read_time()'s answer for a time within the rule, in line: every event has one or two.
+    if (micros_text_to_ns(raw, ns) && time_in_range(ns)) [[likely]] {
+      return ns;
+    }
+    const TimeVerdict verdict = read_time(raw, ns);
+    if (verdict == TimeVerdict::kNotANumber) [[unlikely]] {
+      fail(std::string("expected a number of microseconds for \"") + field + "\", found " +
            std::string(raw) + at_event());
     }
+    if (verdict == TimeVerdict::kOutOfRange) [[unlikely]] {
+      fail(time_refusal(field, raw, time_place(raw, name)));
+    }
     return ns;
+  }
+
+  // Where the value `raw` (a view into place().doc) and its event stand, for a refusal.
+  TimePlace time_place(std::string_view raw, std::string_view name) const {
+    const std::int64_t event_at =
+        place_.last_event_at == nullptr ? -1 : place_.offset_of(place_.last_event_at);
+    return {place_.offset_of(raw.data()), event_at, name};
   }
 
   // An integer written as a JSON number or a string of digits ("12"); false for anything

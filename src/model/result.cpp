@@ -9,6 +9,7 @@
 
 #include "opscope/error.h"
 #include "util/fresh_memory.h"
+#include "util/wide_sums.h"
 
 namespace opscope {
 
@@ -223,7 +224,9 @@ class Nesting {
       const std::int32_t parent = open_.back();
       Event& p = at(parent);
       e.parent = parent;
-      p.self_ns -= e.duration_ns();
+      // Saturated: children that overlap each other (an out-of-order trace) can take more
+      // than the parent lasted, many times over; the self time is clamped at 0 on close.
+      p.self_ns = internal::saturating_sub(p.self_ns, e.duration_ns());
       if (last_child_.back() < 0) {
         p.first_child = self;
       } else {

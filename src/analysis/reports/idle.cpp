@@ -65,7 +65,9 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
         });
         for (std::size_t s = 0; s < work.size();) {
           std::size_t t = s;
-          std::int64_t idle[3] = {0, 0, 0};
+          // Wide (util/wide_sums.h): gaps are negative where kernels of a stream overlap, and
+          // their sum can pass INT64_MIN; the output is a double of microseconds.
+          internal::WideSum idle[3] = {0, 0, 0};
           bool seen[3] = {false, false, false};
           for (; t < work.size() && work[t].stream == work[s].stream; ++t) {
             if (t == s) {
@@ -83,14 +85,15 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
             idle[category] += gap;
             seen[category] = true;
           }
-          const std::int64_t total = idle[0] + idle[1] + idle[2];
+          const internal::WideSum total = idle[0] + idle[1] + idle[2];
           static constexpr const char* kNames[] = {"host_wait", "kernel_wait", "other"};
           for (int c = 0; c < 3; ++c) {
             if (!seen[c]) continue;
             const double ratio =
                 total != 0 ? round2(static_cast<double>(idle[c]) / static_cast<double>(total))
                            : std::numeric_limits<double>::quiet_NaN();
-            add({rank, work[s].stream, std::string(kNames[c]), round2(us(idle[c])), ratio});
+            add({rank, work[s].stream, std::string(kNames[c]), round2(internal::wide_us(idle[c])),
+                 ratio});
           }
           s = t;
         }

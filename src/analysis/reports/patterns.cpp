@@ -46,7 +46,9 @@ struct CallGraph {
   std::vector<std::vector<std::int32_t>> children;
   std::vector<std::int32_t> depth;        // 0 at the top; -1 outside the graph, as in HTA
   std::vector<std::int64_t> num_kernels;  // GPU kernels in the subtree
-  std::vector<std::int64_t> kernel_ns;    // and their summed duration
+  // and their summed duration: wide (util/wide_sums.h), as the many kernels under one event
+  // can pass INT64_MAX; printed as a double of microseconds
+  std::vector<internal::WideSum> kernel_ns;
 };
 
 // Nests the CPU events of one thread as HTA's CallStackGraph does: a sweep over their starts
@@ -291,8 +293,8 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
     }
     struct Pattern {
       std::int64_t count = 0;
-      std::int64_t kernel_ns = 0;
-      std::int64_t cpu_ns = 0;
+      internal::WideSum kernel_ns = 0;
+      internal::WideSum cpu_ns = 0;
     };
     std::map<std::string, Pattern> patterns;
     for (const std::int32_t root : candidates) {
@@ -321,7 +323,7 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
       }
       Pattern& p = patterns[pattern];
       ++p.count;
-      p.kernel_ns += g.kernel_ns[ru];
+      p.kernel_ns += g.kernel_ns[ru];  // wide, as the sums under each event (CallGraph)
       p.cpu_ns += events[ru].duration_ns();
     }
     // Most frequent first, then by pattern (std::map keeps them in that order already).
@@ -329,7 +331,9 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
     std::stable_sort(sorted.begin(), sorted.end(),
                      [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
     for (auto& [pattern, p] : sorted) {
-      rows.push_back({rank, {rank, std::move(pattern), p.count, us(p.kernel_ns), us(p.cpu_ns)}});
+      rows.push_back({rank,
+                      {rank, std::move(pattern), p.count, internal::wide_us(p.kernel_ns),
+                       internal::wide_us(p.cpu_ns)}});
     }
   }
   internal::sort_by_rank(rows);

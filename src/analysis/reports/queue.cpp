@@ -115,6 +115,8 @@ Report time_blocked_on_full_queue(Ranks ranks, const ReportOptions& options) {
         for_each_run(
             series, [](const internal::QueuePoint& p) { return p.stream; },
             [&](std::size_t first, std::size_t last) {
+              // Fits an int64: the stream's points are in time order, so these gaps are
+              // disjoint and sum to at most the span, within 2^63 by the reader's rule.
               std::int64_t blocked_ns = 0;
               bool blocked = false;
               for (std::size_t t = first; t < last; ++t) {
