@@ -82,7 +82,8 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
 
 Limits, so that a hostile file is refused before it takes memory without bound (each
 refusal names its limit):
-)" + std::string(kGzipLimitHelp) + kEventLimitHelp + R"(
+)" + std::string(kGzipLimitHelp) +
+         kEventLimitHelp + R"(
   opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
   TraceDiff); see `opscope analyze diff --help`.
 

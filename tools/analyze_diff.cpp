@@ -170,7 +170,8 @@ and what changed.
   --output FILE          write there instead of standard output (replaced whole, or left
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text
-)" + std::string(kGzipLimitHelp) + kEventLimitHelp + R"(
+)" + std::string(kGzipLimitHelp) +
+         kEventLimitHelp + R"(
 Tables:
   ops_diff       name, C_counts, C_total_duration, T_counts, T_total_duration, diff_counts,
                  diff_duration, counts_change_categories (+, -, =): one row per name, the

@@ -28,7 +28,8 @@ one Chrome trace that Perfetto UI and chrome://tracing open with every rank at o
   -o, --output FILE  the merged trace; gzip for a name ending in .gz. Written to a temporary
                      name and renamed when complete: a failure leaves nothing
   --help             this text
-)" + std::string(kGzipLimitHelp) + R"(
+)" + std::string(kGzipLimitHelp) +
+         R"(
 Every event of every rank is kept, times untouched (the ranks of a job share a wall clock).
 What keeps ranks apart is changed: each process is named "rank N: <its name>" and gets a pid
 of its own (thread ids stay), processes are sorted by rank, and flow, async and counter ids

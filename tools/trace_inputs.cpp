@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string_view>
@@ -64,8 +64,7 @@ bool parse_limit_flag(const std::string& flag, const std::function<std::string()
   std::int64_t v = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0) {
-    throw UsageError(flag + " expects a whole number, 0 or more (0: no limit), got '" + text +
-                     "'");
+    throw UsageError(flag + " expects a whole number, 0 or more (0: no limit), got '" + text + "'");
   }
   if (flag == "--max-gzip-ratio") {
     limits.max_gzip_ratio = static_cast<double>(v);

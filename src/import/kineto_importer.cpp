@@ -69,7 +69,8 @@ void Reader::read_streaming(std::size_t batch_bytes, std::size_t chunk_bytes, bo
     PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead(), options_,
                       [this](Piece& p) { merge(p); });
     const std::int64_t most = options_.limits.max_event_bytes;
-    const std::size_t most_piece = batch_bytes + static_cast<std::size_t>(std::max<std::int64_t>(most, 0));
+    const std::size_t most_piece =
+        batch_bytes + static_cast<std::size_t>(std::max<std::int64_t>(most, 0));
     const auto on_events = [&](std::string& text, std::size_t json_size, std::int64_t offset) {
       // A piece is whole events up to batch_bytes, then the one that crosses it: longer, and
       // that one is past the limit (a text inflated at once comes as one chunk, so the check
@@ -116,15 +117,15 @@ void Reader::fail_over_limit(const StreamSplitter& splitter, std::int64_t from,
       "; to read it anyway, raise the limit: --max-event-size BYTES (opscope analyze, analyze "
       "diff) or max_event_size=BYTES (Python), 0 for none";
   if (splitter.rest().size() > static_cast<std::size_t>(options_.limits.max_event_bytes)) {
-    throw LimitError("cannot read trace " + path_ + ": the text around the events array (the "
-                     "top-level keys" +
-                     std::string(splitter.opened() ? ", after the events" : ", before any events") +
-                     ") holds more than " + most + " bytes, by byte " +
+    const std::string where = splitter.opened() ? "after the events" : "before any events";
+    throw LimitError("cannot read trace " + path_ + ": the text around the events array (the " +
+                     "top-level keys, " + where + ") holds more than " + most + " bytes, by byte " +
                      std::to_string(splitter.consumed()) + raise);
   }
+  const std::string range = "byte " + std::to_string(from) + " to byte " + std::to_string(to);
   throw LimitError("cannot read trace " + path_ + ": an event holds more than " + most +
-                   " bytes (or the whitespace between two events does): one of the events from "
-                   "byte " + std::to_string(from) + " to byte " + std::to_string(to) + raise);
+                   " bytes (or the whitespace between two events does): one of the events from " +
+                   range + raise);
 }
 
 bool sniff_kineto(std::string_view) {

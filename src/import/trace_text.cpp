@@ -52,13 +52,14 @@ constexpr const char* kRaiseGzipRatio =
 
 std::uint64_t max_inflated_size(std::int64_t file_size, const TraceLimits& limits) {
   if (!(limits.max_gzip_ratio > 0)) return UINT64_MAX;
-  const double by_ratio = limits.max_gzip_ratio * static_cast<double>(std::max<std::int64_t>(file_size, 0));
+  const double by_ratio =
+      limits.max_gzip_ratio * static_cast<double>(std::max<std::int64_t>(file_size, 0));
   if (by_ratio >= 1.8e19) return UINT64_MAX;
   return std::max(kMinInflateLimit, static_cast<std::uint64_t>(by_ratio));
 }
 
-GzipText::GzipText(int fd, const std::string& path, std::int64_t file_size,
-                   std::uint64_t max_size, double max_ratio)
+GzipText::GzipText(int fd, const std::string& path, std::int64_t file_size, std::uint64_t max_size,
+                   double max_ratio)
     : fd_(fd),
       path_(path),
       file_size_(file_size),
@@ -111,9 +112,8 @@ std::size_t GzipText::read(char* out, std::size_t size) {
       // makes), whose first two bytes are gzip's magic; anything else is not gzip.
       unsigned char magic[2] = {0, 0};
       if (::pread(fd_, magic, 2, at) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
-        fail_at("trailing garbage: the " + std::to_string(file_size_ - at) +
-                " bytes from byte " + std::to_string(at) +
-                " on, after the end of the gzip data, are not gzip");
+        fail_at("trailing garbage: the " + std::to_string(file_size_ - at) + " bytes from byte " +
+                std::to_string(at) + " on, after the end of the gzip data, are not gzip");
       }
       inflateReset(zs);
       member_at_ = at;
@@ -132,8 +132,8 @@ std::size_t GzipText::read(char* out, std::size_t size) {
                        std::to_string(max_size_) + " bytes (by byte " +
                        std::to_string(file_at_ - zs->avail_in) + " of the file's " +
                        std::to_string(file_size_) + "), more than " + ratio.str() +
-                       " times the file's size: a gzip bomb? Real traces inflate 5 to 30 "
-                       "times; " + kRaiseGzipRatio);
+                       " times the file's size: a gzip bomb? Real traces inflate 5 to 30 times; " +
+                       kRaiseGzipRatio);
     }
     if (r == Z_STREAM_END) {
       member_at_ = -1;
@@ -232,8 +232,7 @@ struct TextChunks::Ahead {
 };
 
 TextChunks::TextChunks(const std::string& path, std::size_t chunk_bytes,
-                       std::int64_t whole_gzip_up_to, bool inflate_ahead,
-                       const TraceLimits& limits)
+                       std::int64_t whole_gzip_up_to, bool inflate_ahead, const TraceLimits& limits)
     : path_(path), buffer_(std::max<std::size_t>(chunk_bytes, 1)) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail(path, std::strerror(errno));

@@ -56,10 +56,10 @@ class GzipText {
   std::int64_t file_size_;
   std::uint64_t max_size_;
   double max_ratio_;
-  void* zs_;                      // z_stream
+  void* zs_;  // z_stream
   std::vector<unsigned char> in_;
-  std::int64_t file_at_ = 0;      // the file's bytes read into in_ so far
-  std::int64_t member_at_ = -1;   // where the member being inflated starts; -1 between members
+  std::int64_t file_at_ = 0;     // the file's bytes read into in_ so far
+  std::int64_t member_at_ = -1;  // where the member being inflated starts; -1 between members
   std::uint64_t produced_ = 0;
   bool ended_ = false;
 };

@@ -58,8 +58,8 @@ std::string gzip_member(const std::vector<std::string>& parts) {
 }
 
 std::string kernel(int i) {
-  return R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":)" + std::to_string(1000 + i * 10) +
-         R"(,"dur":5,"args":{"device":0,"stream":7}})";
+  return R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":)" +
+         std::to_string(1000 + i * 10) + R"(,"dur":5,"args":{"device":0,"stream":7}})";
 }
 
 // A profiler step around the kernels, so that analyze diff has an iteration to compare.
@@ -96,9 +96,8 @@ TEST(HostileBounds, GzipTrailerSizeIsAHintNeverAnAllocation) {
   // The hint stays within deflate's 1032:1 and the limit, whatever the trailer says.
   EXPECT_LE(import::trace_text_size(path), static_cast<std::int64_t>(gz.size()) * 1032);
 
-  for (const std::string& cmd :
-       {"analyze " + path, "analyze --threads 1 " + path, "merge " + path + " -o " +
-                                                             scratch("lie_merged.json").string()}) {
+  for (const std::string& cmd : {"analyze " + path, "analyze --threads 1 " + path,
+                                 "merge " + path + " -o " + scratch("lie_merged.json").string()}) {
     const auto [code, text] = shell("ulimit -v 1000000; " + kCli + " " + cmd);
     const Verdict v{code, text};
     // Not 134 (SIGABRT): a clean refusal that says where the file was cut.
@@ -125,9 +124,9 @@ TEST(HostileBounds, GzipBombIsRefusedPastTheRatioAndReadWhenRaised) {
   const std::string path = write_file("bomb.json.gz", gz);
 
   const std::string merged = scratch("bomb_merged.json").string();
-  for (const std::string& cmd : {"analyze " + path, "analyze --threads 1 " + path,
-                                 "merge " + path + " -o " + merged,
-                                 "analyze diff " + path + " " + path}) {
+  for (const std::string& cmd :
+       {"analyze " + path, "analyze --threads 1 " + path, "merge " + path + " -o " + merged,
+        "analyze diff " + path + " " + path}) {
     const Verdict v = run(cmd);
     EXPECT_EQ(v.code, 1) << cmd << ": " << v.text;
     EXPECT_NE(v.text.find("inflates past 67108864 bytes"), std::string::npos) << v.text;
@@ -145,8 +144,9 @@ TEST(HostileBounds, GzipBombIsRefusedPastTheRatioAndReadWhenRaised) {
   raised.limits.max_gzip_ratio = 0;
   EXPECT_EQ(read_traces(std::vector<std::string>{path}, 1, raised).front()->events().size(),
             1001u);  // the kernels and the step
-  EXPECT_NE(testing::error_of([&] { read_traces(std::vector<std::string>{path}, 1); })
-                .find("max_gzip_ratio=N (Python)"),
+  EXPECT_NE(testing::error_of([&] {
+              read_traces(std::vector<std::string>{path}, 1);
+            }).find("max_gzip_ratio=N (Python)"),
             std::string::npos);
 }
 
@@ -176,10 +176,10 @@ TEST(HostileBounds, GzipTrailingGarbageAndMembersJudgedAlikeByEveryCommand) {
   for (const std::string& cmd : commands(cut)) {
     const Verdict v = run(cmd);
     EXPECT_EQ(v.code, 1) << cmd << ": " << v.text;
-    EXPECT_NE(v.text.find("truncated gzip data: the file ends at byte " +
-                          std::to_string(one.size() - 9) +
-                          " inside the gzip member that starts at byte 0"),
-              std::string::npos)
+    EXPECT_NE(
+        v.text.find("truncated gzip data: the file ends at byte " + std::to_string(one.size() - 9) +
+                    " inside the gzip member that starts at byte 0"),
+        std::string::npos)
         << cmd << ": " << v.text;
   }
   for (const std::string& cmd : commands(members)) {
@@ -193,7 +193,8 @@ TEST(HostileBounds, GzipTrailingGarbageAndMembersJudgedAlikeByEveryCommand) {
   for (const std::string& cmd : commands(corrupt)) {
     const Verdict v = run(cmd);
     EXPECT_EQ(v.code, 1) << cmd << ": " << v.text;
-    EXPECT_NE(v.text.find("corrupt gzip data at byte "), std::string::npos) << cmd << ": " << v.text;
+    EXPECT_NE(v.text.find("corrupt gzip data at byte "), std::string::npos)
+        << cmd << ": " << v.text;
     EXPECT_NE(v.text.find("in the gzip member that starts at byte 0"), std::string::npos) << v.text;
   }
 }
@@ -203,12 +204,13 @@ TEST(HostileBounds, GzipTrailingGarbageAndMembersJudgedAlikeByEveryCommand) {
 TEST(HostileBounds, EventAndTopLevelSizeLimitsRefuseAndCanBeRaised) {
   const std::string big(3 << 20, 'x');
   const std::string event = write_file(
-      "big_event.json", R"({"traceEvents":[)" + kernel(0) +
-                            R"(,{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":1,"dur":1,"args":{"blob":")" +
-                            big + R"("}},)" + kernel(1) + "]}");
-  const std::string top = write_file(
-      "big_top.json", R"({"traceEvents":[)" + kernel(0) + R"(],"deviceProperties":[{"name":")" +
-                          big + R"("}]})");
+      "big_event.json",
+      R"({"traceEvents":[)" + kernel(0) +
+          R"(,{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":1,"dur":1,"args":{"blob":")" +
+          big + R"("}},)" + kernel(1) + "]}");
+  const std::string top =
+      write_file("big_top.json", R"({"traceEvents":[)" + kernel(0) +
+                                     R"(],"deviceProperties":[{"name":")" + big + R"("}]})");
   for (const std::string& p : {event, top}) {
     for (const std::string& flags : {"", "--threads 1 "}) {
       const Verdict v = run("analyze " + flags + "--max-event-size 1048576 " + p);
@@ -254,11 +256,12 @@ TEST(HostileBounds, FlowsWithACategoryEachJoinEachToItsOwn) {
   for (int i = 0; i < n; ++i) {
     const std::string ts = std::to_string(1000 + i * 10);
     const std::string cat = "cat_" + std::to_string((i * 7919) % n);  // not in name order
-    t += (i ? "," : "") + std::string(R"({"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":)") +
-         ts + R"(,"dur":4},{"ph":"s","cat":")" + cat + R"(","name":"f","id":)" +
-         std::to_string(i) + R"(,"pid":1,"tid":1,"ts":)" + ts +
-         R"(},{"ph":"f","cat":")" + cat + R"(","name":"f","id":)" + std::to_string(i) +
-         R"(,"pid":1,"tid":1,"ts":)" + ts + R"(,"bp":"e"})";
+    t += (i ? "," : "") +
+         std::string(R"({"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":)") + ts +
+         R"(,"dur":4},{"ph":"s","cat":")" + cat + R"(","name":"f","id":)" + std::to_string(i) +
+         R"(,"pid":1,"tid":1,"ts":)" + ts + R"(},{"ph":"f","cat":")" + cat +
+         R"(","name":"f","id":)" + std::to_string(i) + R"(,"pid":1,"tid":1,"ts":)" + ts +
+         R"(,"bp":"e"})";
   }
   t += "]}";
   const std::string path = write_file("flow_categories.json", t);
