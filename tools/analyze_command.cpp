@@ -80,6 +80,10 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                      1 reads on this thread alone
   --help             this text
 
+Limits, so that a hostile file is refused before it takes memory without bound (each
+refusal names its limit):
+)" + std::string(kGzipLimitHelp) +
+         kEventLimitHelp + R"(
   opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
   TraceDiff); see `opscope analyze diff --help`.
 
@@ -111,6 +115,7 @@ struct AnalyzeArgs {
   std::string augment;   // --augment: where the traces with counters go; empty: none
   unsigned threads = 0;  // --threads; 0: one per core
   ReportOptions options;
+  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
 };
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
@@ -163,6 +168,8 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     } else if (arg == "--augment") {
       a.augment = take();
       if (a.augment.empty()) throw UsageError("--augment expects a file or directory name");
+    } else if (parse_limit_flag(arg, take, a.limits)) {
+      continue;
     } else if (arg == "--threads") {
       a.threads = static_cast<unsigned>(parse_number(arg, take(), 1, 1024));
     } else if (arg == "--num-kernels") {
@@ -201,10 +208,11 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
 // missing, and removed again when the writing fails and leaves it empty.
 void write_augmented(const std::vector<std::string>& files,
                      const std::vector<std::shared_ptr<const ProfilerResult>>& ranks,
-                     const std::string& out, const ReportOptions& options) {
+                     const std::string& out, const ReportOptions& options,
+                     const TraceLimits& limits) {
   namespace fs = std::filesystem;
   if (files.size() == 1) {
-    write_traces_with_counters(ranks, files, std::vector<std::string>{out}, options);
+    write_traces_with_counters(ranks, files, std::vector<std::string>{out}, options, limits);
     return;
   }
   std::error_code ec;
@@ -230,7 +238,7 @@ void write_augmented(const std::vector<std::string>& files,
   const bool made = fs::create_directory(out, ec);
   if (ec) throw Error("--augment: cannot make directory " + out + ": " + ec.message());
   try {
-    write_traces_with_counters(ranks, files, paths, options);
+    write_traces_with_counters(ranks, files, paths, options, limits);
   } catch (const Error&) {
     if (made) fs::remove(out, ec);  // only when still empty
     throw;
@@ -247,15 +255,17 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     const std::vector<std::string> files = trace_files(a.paths);
     // The ranks in parallel, one per core by default, each keeping what the reports read, or
     // everything when the traces are written back (--augment).
-    ranks = read_traces(files, a.threads,
-                        a.augment.empty() ? what_reports_read(a.reports) : TraceReadOptions{});
+    TraceReadOptions read_options =
+        a.augment.empty() ? what_reports_read(a.reports) : TraceReadOptions{};
+    read_options.limits = a.limits;
+    ranks = read_traces(files, a.threads, read_options);
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (ranks[i]->rank() < 0) {
         err << "opscope analyze: " << files[i] << " has no distributedInfo.rank; using rank " << i
             << " (its position)\n";
       }
     }
-    if (!a.augment.empty()) write_augmented(files, ranks, a.augment, a.options);
+    if (!a.augment.empty()) write_augmented(files, ranks, a.augment, a.options, a.limits);
     if (a.reports.empty()) return kExitOk;  // --augment alone: nothing to print
     std::vector<Report> reports;
     for (const std::string& name : a.reports) {

@@ -29,6 +29,7 @@ struct DiffArgs {
   DiffOptions options;
   ReportFormat format = ReportFormat::kText;
   std::string output;
+  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
   bool help = false;
 };
 
@@ -96,6 +97,8 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
       }
       a.options.control_label = l.substr(0, comma);
       a.options.test_label = l.substr(comma + 1);
+    } else if (parse_limit_flag(arg, take, a.limits)) {
+      continue;
     } else if (arg == "--format") {
       a.format = parse_report_format(take());
     } else if (arg == "--output") {
@@ -117,13 +120,16 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
 
 // The ranks of one side: a trace file, or the traces of a directory (trace_files()).
 std::vector<std::shared_ptr<const ProfilerResult>> read_side(const std::string& path,
-                                                             const char* side, std::ostream& err) {
+                                                             const char* side, std::ostream& err,
+                                                             const TraceLimits& limits) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     throw Error(std::string("no such ") + side + " trace file or directory: " + path);
   }
   const std::vector<std::string> files = trace_files({path});
-  std::vector<std::shared_ptr<const ProfilerResult>> ranks = read_traces(files);
+  TraceReadOptions options;
+  options.limits = limits;
+  std::vector<std::shared_ptr<const ProfilerResult>> ranks = read_traces(files, 0, options);
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (ranks[i]->rank() < 0) {
       err << "opscope analyze diff: " << files[i] << " has no distributedInfo.rank; using rank "
@@ -164,7 +170,8 @@ and what changed.
   --output FILE          write there instead of standard output (replaced whole, or left
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text
-
+)" + std::string(kGzipLimitHelp) +
+         kEventLimitHelp + R"(
 Tables:
   ops_diff       name, C_counts, C_total_duration, T_counts, T_total_duration, diff_counts,
                  diff_duration, counts_change_categories (+, -, =): one row per name, the
@@ -187,8 +194,8 @@ int run_analyze_diff(const std::vector<std::string>& args, std::ostream& out, st
     return kExitOk;
   }
   try {
-    const auto control = read_side(a.control, "control", err);
-    const auto test = read_side(a.test, "test", err);
+    const auto control = read_side(a.control, "control", err, a.limits);
+    const auto test = read_side(a.test, "test", err, a.limits);
     write_output(a.output, format_reports(trace_diff(control, test, a.options), a.format), out,
                  "report");
   } catch (const UsageError&) {

@@ -28,7 +28,8 @@ one Chrome trace that Perfetto UI and chrome://tracing open with every rank at o
   -o, --output FILE  the merged trace; gzip for a name ending in .gz. Written to a temporary
                      name and renamed when complete: a failure leaves nothing
   --help             this text
-
+)" + std::string(kGzipLimitHelp) +
+         R"(
 Every event of every rank is kept, times untouched (the ranks of a job share a wall clock).
 What keeps ranks apart is changed: each process is named "rank N: <its name>" and gets a pid
 of its own (thread ids stay), processes are sorted by rank, and flow, async and counter ids
@@ -44,9 +45,18 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::vector<std::string> paths;
   std::string output;
   bool has_output = false;
+  TraceLimits limits;
   for (std::size_t i = 1; i < args.size(); ++i) {
     std::string arg = args[i];
-    if (arg == "-o" || arg == "--output" || arg.rfind("--output=", 0) == 0) {
+    std::string flag = arg.substr(0, arg.find('='));
+    if (flag == "--max-gzip-ratio") {
+      const auto value = [&]() -> std::string {
+        if (flag.size() < arg.size()) return arg.substr(flag.size() + 1);
+        if (i + 1 < args.size()) return args[++i];
+        throw UsageError(flag + " needs a value");
+      };
+      parse_limit_flag(flag, value, limits);
+    } else if (arg == "-o" || arg == "--output" || arg.rfind("--output=", 0) == 0) {
       if (arg.size() > 8 && arg[8] == '=') {
         output = arg.substr(9);
       } else if (i + 1 < args.size()) {
@@ -70,7 +80,7 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
     const std::vector<std::string> files = trace_files(paths, output);
     const std::unique_ptr<internal::Sink> sink =
         internal::open_file_sink(output, {.what = "merged trace"});
-    const std::vector<internal::MergedRank> ranks = internal::merge_traces(files, *sink);
+    const std::vector<internal::MergedRank> ranks = internal::merge_traces(files, *sink, limits);
     sink->commit();
     std::uint64_t events = 0;
     for (const internal::MergedRank& r : ranks) {

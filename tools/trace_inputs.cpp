@@ -2,7 +2,10 @@
 #include "trace_inputs.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string_view>
@@ -52,6 +55,34 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths,
   }
   return files;
 }
+
+bool parse_limit_flag(const std::string& flag, const std::function<std::string()>& value,
+                      TraceLimits& limits) {
+  if (flag != "--max-gzip-ratio" && flag != "--max-event-size") return false;
+  const std::string text = value();
+  // Whole numbers only, so that what the refusal printed can be given back as it is.
+  std::int64_t v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0) {
+    throw UsageError(flag + " expects a whole number, 0 or more (0: no limit), got '" + text + "'");
+  }
+  if (flag == "--max-gzip-ratio") {
+    limits.max_gzip_ratio = static_cast<double>(v);
+  } else {
+    limits.max_event_bytes = v;
+  }
+  return true;
+}
+
+const char* const kGzipLimitHelp =
+    R"(  --max-gzip-ratio R            a gzip trace's text may inflate to R times the file's
+                                size, or to 64 MiB when that is more (100; real traces
+                                inflate 5 to 30 times, a gzip bomb up to 1032); 0: no limit
+)";
+const char* const kEventLimitHelp =
+    R"(  --max-event-size BYTES        the most one event's JSON, or the text around the
+                                events array, may hold (67108864, 64 MiB); 0: no limit
+)";
 
 ReportFormat parse_report_format(const std::string& text) {
   if (text == "text") return ReportFormat::kText;

@@ -2,10 +2,12 @@
 // paths names, the --format values, and writing the result whole or not at all.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope::cli {
 
@@ -14,6 +16,14 @@ namespace opscope::cli {
 // among them). Throws Error for a path that does not exist or a directory without traces.
 std::vector<std::string> trace_files(const std::vector<std::string>& paths,
                                      const std::string& exclude = {});
+
+// The flags that set TraceLimits (--max-gzip-ratio R, --max-event-size BYTES): true when `flag`
+// is one, its value taken from `value` and checked (a UsageError otherwise).
+bool parse_limit_flag(const std::string& flag, const std::function<std::string()>& value,
+                      TraceLimits& limits);
+// Their lines for a command's --help (merge takes the first only: it holds a text whole).
+extern const char* const kGzipLimitHelp;
+extern const char* const kEventLimitHelp;
 
 // text, json, csv or html; otherwise a UsageError naming the value and those allowed.
 ReportFormat parse_report_format(const std::string& text);

@@ -14,6 +14,7 @@
 
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope {
 
@@ -27,11 +28,13 @@ namespace opscope {
 // at the trace's own times. Every byte of the original outside the end of traceEvents is kept
 // as it was; the output is gzip when its name ends in ".gz" (HTA gzips whatever the name).
 // Each file is written under a temporary name and all are renamed at the end, so on failure
-// (an Error naming the file and the reason) no output is left half written.
+// (an Error naming the file and the reason) no output is left half written. The files are read
+// again within `limits`, as the ranks were read.
 void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                 std::span<const std::string> trace_paths,
                                 std::span<const std::string> out_paths,
-                                const ReportOptions& options = {});
+                                const ReportOptions& options = {},
+                                const TraceLimits& limits = {});
 
 // Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
 // name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,

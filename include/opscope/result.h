@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -363,6 +364,10 @@ class ProfilerResult::Builder {
   std::shared_ptr<ProfilerResult> result_;
   std::vector<PendingFlow> flows_;
   std::vector<std::string_view> flow_categories_;  // kept, one of each
+  // The categories and flow categories by name, once there are more than a few (a search of a
+  // few beats hashing; a hostile trace may have one per event): views kept by keep().
+  std::unordered_map<std::string_view, std::uint16_t> category_index_;
+  std::unordered_map<std::string_view, std::uint32_t> flow_category_index_;
   // Of the events added, for finish()'s sort: whether their threads never decreased, the
   // last one's thread and the largest.
   bool grouped_ = true;

@@ -12,6 +12,7 @@
 // bytes, not by its name.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,6 +34,23 @@ namespace opscope {
 // beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path);
 
+// How far a read goes into a file that may be hostile (a truncated copy, a file from another
+// tool, a gzip bomb), so that its memory stays bounded by the file's size; past a limit the
+// read throws opscope::Error naming the file, the limit and how to raise it. The defaults
+// leave every real trace well inside them.
+struct TraceLimits {
+  // A gzip file's text may inflate to this many times the file's size, or to 64 MiB when that
+  // is more: real traces inflate 5 to 30 times, a gzip bomb up to 1032 times (1 MB of gzip,
+  // 1 GiB of spaces). The trailer's stated size is a hint within this limit, never an
+  // allocation. 0: no limit. `--max-gzip-ratio` of opscope analyze, merge and analyze diff.
+  double max_gzip_ratio = 100;
+  // The most bytes one event's JSON, or the text around the events array (the top-level
+  // keys), may take: reading one takes several times its size at once (the text, simdjson's
+  // index of it, its args kept). A real event takes well under 1 MiB. 0: no limit.
+  // `--max-event-size` of opscope analyze.
+  std::int64_t max_event_bytes = std::int64_t{64} << 20;
+};
+
 // What a read keeps of a trace: everything by default. A caller that knows what it will ask of
 // the model (`opscope analyze`, for the reports it was given: what_reports_read() in
 // opscope/trace_analysis.h)
@@ -53,6 +71,8 @@ struct TraceReadOptions {
   // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
   // writes them back.
   bool other_args = true;
+  // How far it reads into a hostile file.
+  TraceLimits limits;
 };
 
 // read_trace() of every path, on up to `threads` threads at once (0: one per core), in the

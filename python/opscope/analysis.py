@@ -53,9 +53,9 @@ _DEFAULT_TRACE_DIR = "/tmp/trace"
 # opscope.analysis) rather than by value.
 
 
-def _read(path: str) -> "_C.TraceFile":
+def _read(path: str, max_gzip_ratio: float, max_event_size: int) -> "_C.TraceFile":
     """One rank's trace, read on the worker that will analyze it."""
-    return _C.TraceFile(path)
+    return _C.TraceFile(path, max_gzip_ratio, max_event_size)
 
 
 def _step_names(trace: "_C.TraceFile") -> List[str]:
@@ -151,6 +151,10 @@ class TraceAnalysis:
 
     The traces are read here, once (as HTA loads them in its constructor); reading or
     analyzing errors are RuntimeError with opscope's message, wrong arguments ValueError.
+    ``max_gzip_ratio`` and ``max_event_size`` are the limits that refuse a hostile file before
+    it takes memory without bound (``opscope analyze --max-gzip-ratio``, ``--max-event-size``;
+    0: no limit): a gzip text that inflates past that many times its file's size (and 64
+    MiB), an event whose JSON holds more bytes.
     """
 
     def __init__(
@@ -159,18 +163,21 @@ class TraceAnalysis:
         trace_dir: Optional[str] = None,
         include_last_profiler_step: Optional[bool] = False,
         client: Any = None,
+        max_gzip_ratio: float = 100,
+        max_event_size: int = 64 << 20,
     ) -> None:
         trace_dir = _DEFAULT_TRACE_DIR if trace_dir is None else str(trace_dir)
         paths, given_ranks = self._trace_paths(trace_files, trace_dir)
         self._client = client
+        limits = (max_gzip_ratio, max_event_size)
         if client is None:
-            self._traces = [_C.TraceFile(p) for p in paths]
+            self._traces = [_C.TraceFile(p, *limits) for p in paths]
             own_ranks = [t.rank for t in self._traces]
             step_names = [t.profiler_step_names() for t in self._traces]
         else:
             # Futures: each trace stays on the worker that read it, and later reports run there.
             # pure=False: a path names a file whose content may change between two analyses.
-            self._traces = [client.submit(_read, p, pure=False) for p in paths]
+            self._traces = [client.submit(_read, p, *limits, pure=False) for p in paths]
             own_ranks = client.gather([client.submit(_rank, t) for t in self._traces])
             step_names = client.gather([client.submit(_step_names, t) for t in self._traces])
         # The job's decisions, once for every rank (see ReportOptions in trace_analysis.h):

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,17 +35,25 @@ namespace {
 struct TraceFile {
   std::string path;
   std::shared_ptr<const ProfilerResult> result;
+  TraceLimits limits;  // what it was read within, read within again (unpickled, augmented)
 };
 
-TraceFile read_trace_file(const std::string& path) {
+TraceFile read_trace_file(const std::string& path, double max_gzip_ratio,
+                          std::int64_t max_event_size) {
+  if (!(max_gzip_ratio >= 0) || max_event_size < 0) {
+    throw py::value_error("TraceFile: max_gzip_ratio and max_event_size are 0 (no limit) or more");
+  }
+  TraceReadOptions options;
+  options.limits.max_gzip_ratio = max_gzip_ratio;
+  options.limits.max_event_bytes = max_event_size;
   std::shared_ptr<const ProfilerResult> result;
   {
     // Parsing a trace is seconds of pure C++ for a large one: other Python threads (a dask
     // worker's heartbeats) keep running meanwhile.
     py::gil_scoped_release release;
-    result = read_trace(path);
+    result = read_traces(std::span<const std::string>(&path, 1), 0, options).front();
   }
-  return TraceFile{path, std::move(result)};
+  return TraceFile{path, std::move(result), options.limits};
 }
 
 // The settings run_report() accepts, each a field of ReportOptions under its own name: one
@@ -276,9 +285,18 @@ void write_traces_with_counters_py(const std::vector<TraceFile>& traces,
   const ReportOptions options = options_from(given);
   const auto ranks = results_of(traces);
   std::vector<std::string> paths;
-  for (const TraceFile& t : traces) paths.push_back(t.path);
+  // Each file read again within the widest of the limits the traces were read within.
+  TraceLimits limits = traces.empty() ? TraceLimits{} : traces.front().limits;
+  for (const TraceFile& t : traces) {
+    paths.push_back(t.path);
+    if (t.limits.max_gzip_ratio == 0 || limits.max_gzip_ratio == 0) {
+      limits.max_gzip_ratio = 0;
+    } else {
+      limits.max_gzip_ratio = std::max(limits.max_gzip_ratio, t.limits.max_gzip_ratio);
+    }
+  }
   py::gil_scoped_release release;
-  write_traces_with_counters(ranks, paths, out_paths, options);
+  write_traces_with_counters(ranks, paths, out_paths, options, limits);
 }
 
 }  // namespace
@@ -288,8 +306,13 @@ void bind_analysis(py::module_& m) {
                         "A trace file (Kineto's or opscope's, .json or .json.gz) read for "
                         "opscope.analysis. Pickles as its path; unpickling reads the file again.")
       .def(py::init(&read_trace_file), py::arg("path"),
+           py::arg("max_gzip_ratio") = TraceLimits{}.max_gzip_ratio,
+           py::arg("max_event_size") = TraceLimits{}.max_event_bytes,
            "Reads the trace at `path` (the GIL is released while it parses); RuntimeError "
-           "with the reader's message when the file is missing or not a trace.")
+           "with the reader's message when the file is missing or not a trace. The limits "
+           "(opscope::TraceLimits; 0: none) refuse a hostile file before it takes memory "
+           "without bound: a gzip text inflating past max_gzip_ratio times the file's size "
+           "(and 64 MiB), an event of more than max_event_size bytes.")
       .def_property_readonly("path", [](const TraceFile& t) { return t.path; })
       .def_property_readonly(
           "rank", [](const TraceFile& t) { return t.result->rank(); },
@@ -302,8 +325,9 @@ void bind_analysis(py::module_& m) {
              return "TraceFile(" + std::string(py::repr(py::str(t.path))) + ")";
            })
       .def("__reduce__", [](const TraceFile& t) {
-        return py::make_tuple(py::module_::import("opscope._C").attr("TraceFile"),
-                              py::make_tuple(t.path));
+        return py::make_tuple(
+            py::module_::import("opscope._C").attr("TraceFile"),
+            py::make_tuple(t.path, t.limits.max_gzip_ratio, t.limits.max_event_bytes));
       });
 
   m.def(

@@ -432,7 +432,8 @@ class Copier {
 
 }  // namespace
 
-std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink& sink) {
+std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink& sink,
+                                     const TraceLimits& limits) {
   if (paths.empty()) throw Error("no traces to merge");
   // First walk over every input: ranks and processes.
   std::vector<Input> inputs;
@@ -440,7 +441,7 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
     Input in;
     in.path = paths[i];
     in.position = i;
-    Walker walker(paths[i], import::load_trace_text(paths[i]));
+    Walker walker(paths[i], import::load_trace_text(paths[i], limits));
     scan(walker, in);
     if (in.rank < 0) {
       in.rank = static_cast<std::int64_t>(i);
@@ -476,7 +477,7 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
   w.append("{\"traceEvents\":[");
   w.set_need_comma(false);
   for (Input& in : inputs) {
-    Walker walker(in.path, import::load_trace_text(in.path));
+    Walker walker(in.path, import::load_trace_text(in.path, limits));
     copier.copy(walker, in);
   }
   w.end_array();

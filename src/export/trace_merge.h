@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "export/sink.h"
+#include "opscope/trace_reader.h"
 
 namespace opscope::internal {
 
@@ -39,6 +40,9 @@ struct MergedRank {
 // naming the file and the byte offset for one that is not a Chrome trace; the sink is then
 // left uncommitted (the caller's file sink leaves no file). Reads each file twice (once to
 // learn its rank and processes, once to copy it), one file in memory at a time.
-std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink& sink);
+// Reads each text within `limits` (the gzip ratio; an event's size does not apply: the text is
+// held whole, as simdjson walks it).
+std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink& sink,
+                                     const TraceLimits& limits = {});
 
 }  // namespace opscope::internal

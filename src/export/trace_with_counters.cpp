@@ -167,7 +167,7 @@ std::string counter_events(const ProfilerResult& r, bool drop_last) {
 void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                 std::span<const std::string> trace_paths,
                                 std::span<const std::string> out_paths,
-                                const ReportOptions& options) {
+                                const ReportOptions& options, const TraceLimits& limits) {
   if (trace_paths.size() != ranks.size() || out_paths.size() != ranks.size()) {
     throw Error("write_traces_with_counters: " + std::to_string(ranks.size()) + " ranks, " +
                 std::to_string(trace_paths.size()) + " trace paths and " +
@@ -183,7 +183,7 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
   // the third rank leaves neither the first two nor a half third.
   std::vector<std::unique_ptr<internal::Sink>> sinks;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const simdjson::padded_string padded = import::load_trace_text(trace_paths[i]);
+    const simdjson::padded_string padded = import::load_trace_text(trace_paths[i], limits);
     const std::string_view text(padded.data(), padded.size());
     const TraceEventsEnd end = find_trace_events_end(text, trace_paths[i]);
     std::string counters = counter_events(*ranks[i], drop_last);

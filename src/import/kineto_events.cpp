@@ -289,7 +289,7 @@ inline EventKind EventReader::kind_of(std::string_view cat, RecordScope& scope) 
 
 // A category for Event::category as the piece holds it: 1 + its index in the piece's.
 inline std::uint16_t EventReader::category(std::string_view cat) {
-  const std::size_t i = index_in(piece_->categories, cat);
+  const std::size_t i = piece_->categories.index(cat);
   return static_cast<std::uint16_t>(std::min<std::size_t>(i + 1, UINT16_MAX));
 }
 
@@ -581,7 +581,7 @@ inline void EventReader::add_flow_end(char ph, std::string_view cat, const Id& i
   const std::int64_t key =
       id.text.empty() ? id.number : static_cast<std::int64_t>(std::hash<std::string>{}(id.text));
   // The category as an index into the piece's (a trace has a handful: "ac2g", "fwdbwd").
-  const auto category = static_cast<std::uint32_t>(index_in(piece_->flow_categories, cat));
+  const auto category = static_cast<std::uint32_t>(piece_->flow_categories.index(cat));
   piece_->flow_ends.push_back({key, ts, category, thread, ph});
 }
 

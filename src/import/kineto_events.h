@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "import/name_list.h"
 #include "import/text_walker.h"
 #include "opscope/result.h"
 #include "opscope/trace_reader.h"
@@ -67,9 +68,9 @@ struct Piece {
   std::string other_text;  // the other args' texts, one after the other
   std::vector<std::pair<std::size_t, std::size_t>> other_args;  // (start, size) in other_text
   std::vector<Thread> threads;
-  std::vector<std::string_view> categories;
+  NameList<std::string_view> categories;
   std::vector<std::string> text_pids;  // the text pids named, in the order first named
-  std::vector<std::string_view> flow_categories;
+  NameList<std::string_view> flow_categories;
   std::vector<FlowEnd> flow_ends;
   std::vector<Meta> metadata;  // in the order of the text
   std::uint64_t skipped = 0;   // events of a phase the model does not hold

@@ -62,17 +62,33 @@ void start_over(ProfilerResult::Builder& builder) {
 
 void Reader::read_streaming(std::size_t batch_bytes, std::size_t chunk_bytes, bool inflate_ahead,
                             bool parse_helper) {
-  TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo, inflate_ahead);
+  TextChunks chunks(path_, chunk_bytes, kInflateWholeUpTo, inflate_ahead, options_.limits);
   StreamSplitter splitter(batch_bytes);
   {
     // A text inflated on a thread of its own has its spare core taken.
     PieceQueue pieces(path_, parse_helper && !chunks.inflates_ahead(), options_,
                       [this](Piece& p) { merge(p); });
+    const std::int64_t most = options_.limits.max_event_bytes;
+    const std::size_t most_piece =
+        batch_bytes + static_cast<std::size_t>(std::max<std::int64_t>(most, 0));
     const auto on_events = [&](std::string& text, std::size_t json_size, std::int64_t offset) {
+      // A piece is whole events up to batch_bytes, then the one that crosses it: longer, and
+      // that one is past the limit (a text inflated at once comes as one chunk, so the check
+      // of the piece being gathered below never sees it).
+      if (most > 0 && json_size > most_piece) {
+        fail_over_limit(splitter, offset + 1, offset + static_cast<std::int64_t>(json_size));
+      }
       pieces.add(text, json_size, offset);
     };
     for (std::string_view chunk = chunks.next(); !chunk.empty(); chunk = chunks.next()) {
       splitter.feed(chunk, on_events);
+      // One event, or the text around the events, held whole past the limit (checked a chunk
+      // at a time: the piece being gathered holds whole events up to kPieceBytes, then the
+      // one that crosses it).
+      if (most > 0 && (splitter.gathering() > most_piece ||
+                       splitter.rest().size() > static_cast<std::size_t>(most))) {
+        fail_over_limit(splitter, splitter.gathering_from(), splitter.consumed());
+      }
     }
     pieces.finish();
   }
@@ -94,6 +110,24 @@ void Reader::read_streaming(std::size_t batch_bytes, std::size_t chunk_bytes, bo
   build();
 }
 
+void Reader::fail_over_limit(const StreamSplitter& splitter, std::int64_t from,
+                             std::int64_t to) const {
+  const std::string most = std::to_string(options_.limits.max_event_bytes);
+  const std::string raise =
+      "; to read it anyway, raise the limit: --max-event-size BYTES (opscope analyze, analyze "
+      "diff) or max_event_size=BYTES (Python), 0 for none";
+  if (splitter.rest().size() > static_cast<std::size_t>(options_.limits.max_event_bytes)) {
+    const std::string where = splitter.opened() ? "after the events" : "before any events";
+    throw LimitError("cannot read trace " + path_ + ": the text around the events array (the " +
+                     "top-level keys, " + where + ") holds more than " + most + " bytes, by byte " +
+                     std::to_string(splitter.consumed()) + raise);
+  }
+  const std::string range = "byte " + std::to_string(from) + " to byte " + std::to_string(to);
+  throw LimitError("cannot read trace " + path_ + ": an event holds more than " + most +
+                   " bytes (or the whitespace between two events does): one of the events from " +
+                   range + raise);
+}
+
 bool sniff_kineto(std::string_view) {
   // Any text: a Chrome trace's keys may come in any order, its events far into the text, and
   // whatever is not one is best told what a Chrome trace must hold.
@@ -107,18 +141,21 @@ void read_kineto(const TraceText& text, ProfilerResult::Builder& builder,
   try {
     // The spare core inflates a gzip text, or parses half the pieces of a plain one that is
     // long enough to repay starting a thread.
-    Reader reader(path, simdjson::padded_string(), trace_text_size(path), options, builder);
+    const std::int64_t text_size = trace_text_size(path, options.limits);
+    Reader reader(path, simdjson::padded_string(), text_size, options, builder);
     reader.read_streaming(kPieceBytes, kChunkBytes, spare_core,
-                          spare_core && trace_text_size(path) >= kHelperFrom);
+                          spare_core && text_size >= kHelperFrom);
     return;
+  } catch (const LimitError&) {
+    throw;  // a second read would meet the same limit
   } catch (const Error&) {
     // A piece of the text names a malformed event by the byte it starts at; the strict parser
     // over the whole text names the very byte. Worth a second read while the text is small
     // enough to hold whole.
-    if (trace_text_size(path) > kInflateWholeUpTo) throw;
+    if (trace_text_size(path, options.limits) > kInflateWholeUpTo) throw;
   }
   start_over(builder);
-  simdjson::padded_string whole = load_trace_text(path);
+  simdjson::padded_string whole = load_trace_text(path, options.limits);
   const auto size = static_cast<std::int64_t>(whole.size());
   Reader reader(path, std::move(whole), size, options, builder);
   reader.read();
@@ -130,7 +167,8 @@ std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& pa
                                                            bool inflate_ahead, bool parse_helper,
                                                            const TraceReadOptions& options) {
   ProfilerResult::Builder builder;
-  Reader reader(path, simdjson::padded_string(), trace_text_size(path), options, builder);
+  Reader reader(path, simdjson::padded_string(), trace_text_size(path, options.limits), options,
+                builder);
   reader.read_streaming(std::max<std::size_t>(batch_bytes, 1),
                         std::max<std::size_t>(chunk_bytes, 1), inflate_ahead, parse_helper);
   return builder.finish();
@@ -139,7 +177,7 @@ std::shared_ptr<const ProfilerResult> read_trace_streaming(const std::string& pa
 std::shared_ptr<const ProfilerResult> read_trace_whole(const std::string& path,
                                                        const TraceReadOptions& options) {
   ProfilerResult::Builder builder;
-  simdjson::padded_string text = load_trace_text(path);
+  simdjson::padded_string text = load_trace_text(path, options.limits);
   const auto size = static_cast<std::int64_t>(text.size());
   Reader reader(path, std::move(text), size, options, builder);
   reader.read();

@@ -23,6 +23,8 @@
 
 namespace opscope::import {
 
+class StreamSplitter;
+
 // One Kineto / Chrome trace read into a builder: the whole text in one walk (read), or its
 // events in pieces joined as they are read (read_streaming, merge), then its top-level keys.
 class Reader : public TextWalker {
@@ -51,6 +53,10 @@ class Reader : public TextWalker {
  private:
   // The private functions are described where they are defined (kineto_join.cpp).
   void read_top(bool events_read);
+  // Throws the LimitError of TraceLimits::max_event_bytes: the text around the events, or an
+  // event among those from byte `from` to `to`, is longer.
+  [[noreturn]] void fail_over_limit(const StreamSplitter& splitter, std::int64_t from,
+                                    std::int64_t to) const;
 
   struct Thread {
     std::int64_t pid;
@@ -99,7 +105,7 @@ class Reader : public TextWalker {
   std::map<std::string, std::int64_t> text_pids_;
   std::map<std::int64_t, std::int64_t> cpu_events_by_pid_;
   std::unordered_map<std::string_view, std::string_view> names_;
-  std::vector<std::string> flow_categories_;
+  NameList<std::string> flow_categories_;
   std::vector<FlowEnd> flow_ends_;
   std::vector<std::int32_t> thread_map_;          // merge(): a piece's threads, the model's
   std::vector<std::uint16_t> category_map_;       // its categories

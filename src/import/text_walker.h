@@ -129,16 +129,6 @@ struct Id {
   bool operator==(const Id& o) const { return number == o.number && text == o.text; }
 };
 
-// The index of `value` in `list`, appended when it is not there: for the few names a trace
-// has of a kind (categories, flow categories), where a search beats a hash map.
-template <typename T, typename V>
-std::size_t index_in(std::vector<T>& list, const V& value) {
-  std::size_t i = 0;
-  while (i < list.size() && list[i] != value) ++i;
-  if (i == list.size()) list.emplace_back(value);
-  return i;
-}
-
 // Where the text being walked stands in the trace's text, to name the byte of an error: the
 // whole text, a piece of its events (from offset_base on), or its top-level keys with the
 // events cut out (those after the cut, from split_at on, stood split_shift bytes further).

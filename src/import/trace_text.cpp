@@ -15,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -42,11 +43,116 @@ void read_all(int fd, const std::string& path, char* out, std::size_t size) {
   }
 }
 
+// What a limit's refusal says of raising it.
+constexpr const char* kRaiseGzipRatio =
+    "to read it anyway, raise the limit: --max-gzip-ratio N (opscope analyze, merge, analyze "
+    "diff) or max_gzip_ratio=N (Python), 0 for none";
+
 }  // namespace
+
+std::uint64_t max_inflated_size(std::int64_t file_size, const TraceLimits& limits) {
+  if (!(limits.max_gzip_ratio > 0)) return UINT64_MAX;
+  const double by_ratio =
+      limits.max_gzip_ratio * static_cast<double>(std::max<std::int64_t>(file_size, 0));
+  if (by_ratio >= 1.8e19) return UINT64_MAX;
+  return std::max(kMinInflateLimit, static_cast<std::uint64_t>(by_ratio));
+}
+
+GzipText::GzipText(int fd, const std::string& path, std::int64_t file_size, std::uint64_t max_size,
+                   double max_ratio)
+    : fd_(fd),
+      path_(path),
+      file_size_(file_size),
+      max_size_(max_size),
+      max_ratio_(max_ratio),
+      zs_(new z_stream{}),
+      in_(std::size_t{1} << 16) {
+  auto* zs = static_cast<z_stream*>(zs_);
+  // 16 + MAX_WBITS: a gzip header and trailer around each member, checked by zlib.
+  if (inflateInit2(zs, 16 + MAX_WBITS) != Z_OK) {
+    delete zs;
+    fail(path, "out of memory (starting zlib)");
+  }
+}
+
+GzipText::~GzipText() {
+  auto* zs = static_cast<z_stream*>(zs_);
+  inflateEnd(zs);
+  delete zs;
+}
+
+void GzipText::fail_at(const std::string& what) const { fail(path_, what); }
+
+std::size_t GzipText::read(char* out, std::size_t size) {
+  auto* zs = static_cast<z_stream*>(zs_);
+  std::size_t done = 0;
+  while (done < size && !ended_) {
+    if (zs->avail_in == 0) {
+      ssize_t n = 0;
+      do {
+        n = ::pread(fd_, in_.data(), in_.size(), file_at_);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) fail_at(std::strerror(errno));
+      if (n == 0) {
+        if (member_at_ < 0) {
+          ended_ = true;  // the last member ended with the file
+          break;
+        }
+        fail_at("truncated gzip data: the file ends at byte " + std::to_string(file_at_) +
+                " inside the gzip member that starts at byte " + std::to_string(member_at_) +
+                " (its end and trailer are missing: a copy cut short?)");
+      }
+      zs->next_in = in_.data();
+      zs->avail_in = static_cast<unsigned>(n);
+      file_at_ += n;
+    }
+    const std::int64_t at = file_at_ - zs->avail_in;  // the file's byte zlib reads next
+    if (member_at_ < 0) {
+      // A member ended: more bytes are another member (concatenated gzip, as `cat a.gz b.gz`
+      // makes), whose first two bytes are gzip's magic; anything else is not gzip.
+      unsigned char magic[2] = {0, 0};
+      if (::pread(fd_, magic, 2, at) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
+        fail_at("trailing garbage: the " + std::to_string(file_size_ - at) + " bytes from byte " +
+                std::to_string(at) + " on, after the end of the gzip data, are not gzip");
+      }
+      inflateReset(zs);
+      member_at_ = at;
+    }
+    const std::size_t room = std::min<std::size_t>(size - done, 1U << 30);
+    zs->next_out = reinterpret_cast<unsigned char*>(out + done);
+    zs->avail_out = static_cast<unsigned>(room);
+    const int r = inflate(zs, Z_NO_FLUSH);
+    const std::size_t made = room - zs->avail_out;
+    done += made;
+    produced_ += made;
+    if (produced_ > max_size_) {
+      std::ostringstream ratio;
+      ratio << max_ratio_;
+      throw LimitError("cannot read trace " + path_ + ": its gzip text inflates past " +
+                       std::to_string(max_size_) + " bytes (by byte " +
+                       std::to_string(file_at_ - zs->avail_in) + " of the file's " +
+                       std::to_string(file_size_) + "), more than " + ratio.str() +
+                       " times the file's size: a gzip bomb? Real traces inflate 5 to 30 times; " +
+                       kRaiseGzipRatio);
+    }
+    if (r == Z_STREAM_END) {
+      member_at_ = -1;
+    } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT) {
+      fail_at("corrupt gzip data at byte " + std::to_string(file_at_ - zs->avail_in) +
+              " (in the gzip member that starts at byte " + std::to_string(member_at_) +
+              "; zlib: " + (zs->msg != nullptr ? zs->msg : "invalid data") + ")");
+    } else if (r == Z_MEM_ERROR) {
+      fail_at("out of memory inflating the gzip data at byte " +
+              std::to_string(file_at_ - zs->avail_in));
+    }
+    // Z_OK, Z_BUF_ERROR: more input or more room wanted; the loop gives whichever ran out.
+  }
+  return done;
+}
 
 // A plain file is read straight into that buffer and a gzip file inflated straight into it
 // (libdeflate, whose size hint is the gzip trailer), so the text is written once.
-simdjson::padded_string load_trace_text(const std::string& path) {
+simdjson::padded_string load_trace_text(const std::string& path, const TraceLimits& limits) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, std::strerror(errno));
   struct Closer {
@@ -66,19 +172,20 @@ simdjson::padded_string load_trace_text(const std::string& path) {
     if (size > 2) read_all(fd, path, json.data() + 2, size - 2);
     return json;
   }
-  std::string raw(size, '\0');
-  std::memcpy(raw.data(), magic, 2);
-  read_all(fd, path, raw.data() + 2, size - 2);
-
-  std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
-      libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
-  if (!d) fail(path, "out of memory");
-  // The common case: one member, whose trailer holds its size modulo 2^32.
+  const std::uint64_t max_size = max_inflated_size(st.st_size, limits);
+  // The common case: one member, whose trailer holds its size modulo 2^32. The trailer is the
+  // file's word, not a fact: it sizes the buffer only within the limit and deflate's 1032:1,
+  // and the inflate must then fill it exactly and use every byte of the file.
   if (size >= 18) {
+    std::string raw(size, '\0');
+    std::memcpy(raw.data(), magic, 2);
+    read_all(fd, path, raw.data() + 2, size - 2);
     std::uint32_t isize = 0;
     std::memcpy(&isize, raw.data() + raw.size() - 4, 4);
-    // Deflate shrinks data at most 1032:1, so a size beyond that is a corrupt hint.
-    if (isize <= size * 1032) {
+    if (isize <= size * 1032 && isize <= max_size) {
+      std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)> d(
+          libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
+      if (!d) fail(path, "out of memory (starting libdeflate)");
       simdjson::padded_string json(isize);
       std::size_t used_in = 0, produced = 0;
       if (libdeflate_gzip_decompress_ex(d.get(), raw.data(), size, json.data(), isize, &used_in,
@@ -88,33 +195,19 @@ simdjson::padded_string load_trace_text(const std::string& path) {
       }
     }
   }
-  // Several members, or a member of 4 GiB or more: each member inflated in turn, the buffer
-  // grown as needed.
+  // Several members, a member of 4 GiB or more, or a file that is not one whole member (cut
+  // short, corrupt, trailing bytes): zlib inflates it in pieces and names what is wrong where
+  // (GzipText), the verdict every command gives. The buffer grows as the text comes.
+  GzipText gz(fd, path, st.st_size, max_size, limits.max_gzip_ratio);
   std::string out;
-  std::size_t in_at = 0;
-  while (in_at < raw.size()) {
-    const std::size_t left = raw.size() - in_at;
-    if (left < 18) fail(path, "truncated gzip data at byte " + std::to_string(in_at));
-    std::size_t room = std::min<std::size_t>(left * 4, left * 1032 + 4096);
-    for (;;) {
-      const std::size_t base = out.size();
-      out.resize(base + room);
-      std::size_t used_in = 0, produced = 0;
-      const libdeflate_result r = libdeflate_gzip_decompress_ex(
-          d.get(), raw.data() + in_at, left, out.data() + base, room, &used_in, &produced);
-      if (r == LIBDEFLATE_SUCCESS) {
-        out.resize(base + produced);
-        in_at += used_in;
-        break;
-      }
-      out.resize(base);
-      if (r == LIBDEFLATE_INSUFFICIENT_SPACE && room < left * 1032 + 4096) {
-        room *= 2;
-        continue;
-      }
-      fail(path, "not valid gzip data (corrupt or truncated) in the member at byte " +
-                     std::to_string(in_at));
-    }
+  std::size_t step = std::max<std::size_t>(size * 4, std::size_t{1} << 16);
+  for (;;) {
+    const std::size_t base = out.size();
+    out.resize(base + step);
+    const std::size_t n = gz.read(out.data() + base, step);
+    out.resize(base + n);
+    if (n == 0) break;
+    step = std::min<std::size_t>(std::max(step, out.size()), std::size_t{256} << 20);
   }
   return simdjson::padded_string(out);
 }
@@ -139,20 +232,21 @@ struct TextChunks::Ahead {
 };
 
 TextChunks::TextChunks(const std::string& path, std::size_t chunk_bytes,
-                       std::int64_t whole_gzip_up_to, bool inflate_ahead)
+                       std::int64_t whole_gzip_up_to, bool inflate_ahead, const TraceLimits& limits)
     : path_(path), buffer_(std::max<std::size_t>(chunk_bytes, 1)) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail(path, std::strerror(errno));
   try {
-    open_text(whole_gzip_up_to, inflate_ahead);
+    open_text(whole_gzip_up_to, inflate_ahead, limits);
   } catch (...) {
-    if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
+    gz_.reset();
     ::close(fd_);
     throw;
   }
 }
 
-void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead) {
+void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead,
+                           const TraceLimits& limits) {
   const std::string& path = path_;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(path, std::strerror(errno));
@@ -161,19 +255,13 @@ void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead) {
   if (st.st_size < 2 || ::pread(fd_, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
     return;  // plain text, read from fd_
   }
-  if (!inflate_ahead && trace_text_size(path) <= whole_gzip_up_to) {
-    whole_ = load_trace_text(path);
+  if (!inflate_ahead && trace_text_size(path, limits) <= whole_gzip_up_to) {
+    whole_ = load_trace_text(path, limits);
     mode_ = Mode::kWhole;
     return;
   }
-  const int gz_fd = ::dup(fd_);
-  if (gz_fd < 0) fail(path, std::strerror(errno));
-  gz_ = gzdopen(gz_fd, "rb");
-  if (gz_ == nullptr) {
-    ::close(gz_fd);
-    fail(path, "out of memory");
-  }
-  gzbuffer(static_cast<gzFile>(gz_), 1 << 15);
+  gz_ = std::make_unique<GzipText>(fd_, path_, st.st_size, max_inflated_size(st.st_size, limits),
+                                   limits.max_gzip_ratio);
   if (!inflate_ahead) {
     mode_ = Mode::kZlib;
     return;
@@ -223,26 +311,12 @@ TextChunks::~TextChunks() {
     ahead_->room.notify_one();
     ahead_->thread.join();
   }
-  if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
+  gz_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
 // Up to `size` bytes of the text inflated by zlib into `out`; 0 at its end.
-std::size_t TextChunks::inflate(char* out, std::size_t size) {
-  const auto f = static_cast<gzFile>(gz_);
-  const int n = gzread(f, out, static_cast<unsigned>(std::min<std::size_t>(size, 1U << 30)));
-  int code = 0;
-  const char* why = gzerror(f, &code);
-  if (n < 0) {
-    fail(path_,
-         code == Z_ERRNO ? std::strerror(errno) : std::string("not valid gzip data (") + why + ")");
-  }
-  // zlib ends a truncated member as if the text ended, and says so only here.
-  if (n == 0 && code != Z_OK) {
-    fail(path_, std::string("not valid gzip data (corrupt or truncated: ") + why + ")");
-  }
-  return static_cast<std::size_t>(n);
-}
+std::size_t TextChunks::inflate(char* out, std::size_t size) { return gz_->read(out, size); }
 
 std::string_view TextChunks::next() {
   switch (mode_) {
@@ -280,7 +354,7 @@ std::string_view TextChunks::next() {
   }
 }
 
-std::int64_t trace_text_size(const std::string& path) {
+std::int64_t trace_text_size(const std::string& path, const TraceLimits& limits) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   struct Closer {
@@ -294,7 +368,10 @@ std::int64_t trace_text_size(const std::string& path) {
   if (size < 18 || ::pread(fd, head, 2, 0) != 2 || head[0] != 0x1f || head[1] != 0x8b) return size;
   std::uint32_t isize = 0;
   if (::pread(fd, &isize, 4, size - 4) != 4) return size;
-  return std::max<std::int64_t>(isize, size * 4);
+  // The trailer is the file's word: a hint within what deflate and the limit allow.
+  const auto most = static_cast<std::int64_t>(std::min<std::uint64_t>(
+      max_inflated_size(size, limits), static_cast<std::uint64_t>(size) * 1032));
+  return std::min(std::max<std::int64_t>(isize, size * 4), most);
 }
 
 std::string read_text_head(const std::string& path, std::size_t size) {

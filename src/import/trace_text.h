@@ -10,22 +10,73 @@
 #include <string_view>
 #include <vector>
 
+#include "opscope/error.h"
+#include "opscope/trace_reader.h"
+
 namespace opscope::import {
 
 // Throws Error "cannot read trace PATH: WHAT", the form of every error of reading a trace.
 [[noreturn]] void fail(const std::string& path, const std::string& what);
+
+// The Error a limit of TraceLimits raised: reading the text again (whole, to name a byte)
+// would only meet the limit again, so the importer lets it through at once.
+class LimitError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The most bytes a gzip file of `file_size` bytes may inflate to under `limits`
+// (TraceLimits::max_gzip_ratio): the ratio times the file's size, or kMinInflateLimit when
+// that is more; UINT64_MAX with no limit.
+inline constexpr std::uint64_t kMinInflateLimit = std::uint64_t{64} << 20;
+std::uint64_t max_inflated_size(std::int64_t file_size, const TraceLimits& limits);
+
+// The text of a gzip file inflated by zlib a piece at a time, every member in turn, each
+// failure named by its byte in the file: corrupt data, a file that ends inside a member (cut
+// short), bytes after the last member that are not gzip (trailing garbage), a text that
+// inflates past `max_size` (a LimitError saying how to raise it). The one judge of a gzip
+// file's bytes: load_trace_text() falls back to it whenever libdeflate's one-shot inflate
+// does not take the file as one whole member, so every command gives one verdict.
+class GzipText {
+ public:
+  GzipText(int fd, const std::string& path, std::int64_t file_size, std::uint64_t max_size,
+           double max_ratio);
+  ~GzipText();
+  GzipText(const GzipText&) = delete;
+  GzipText& operator=(const GzipText&) = delete;
+
+  // Up to `size` bytes of the text into `out`; 0 at its end.
+  std::size_t read(char* out, std::size_t size);
+
+ private:
+  [[noreturn]] void fail_at(const std::string& what) const;
+
+  int fd_;
+  const std::string& path_;
+  std::int64_t file_size_;
+  std::uint64_t max_size_;
+  double max_ratio_;
+  void* zs_;  // z_stream
+  std::vector<unsigned char> in_;
+  std::int64_t file_at_ = 0;     // the file's bytes read into in_ so far
+  std::int64_t member_at_ = -1;  // where the member being inflated starts; -1 between members
+  std::uint64_t produced_ = 0;
+  bool ended_ = false;
+};
 
 // The bytes of the file at `path`, inflated when they are gzip (by content, not by name; every
 // member of a multi-member file), in a buffer padded as simdjson needs. A plain file is read
 // straight into that buffer and a gzip file inflated straight into it (libdeflate, sized by
 // the gzip trailer), so the text is written once. Throws Error "cannot read trace PATH: ..."
 // naming what went wrong (the system's error, or the byte of the bad gzip member).
-simdjson::padded_string load_trace_text(const std::string& path);
+// The trailer's size is a hint, bounded by `limits` and by deflate's 1032:1, never an allocation.
+simdjson::padded_string load_trace_text(const std::string& path, const TraceLimits& limits = {});
 
 // The size of the file's JSON text, or a bound below it: a plain file's size; for gzip, the
 // size its trailer states (modulo 4 GiB) or four times its compressed size, whichever is
-// larger. -1 when the file cannot be examined (load_trace_text then says why).
-std::int64_t trace_text_size(const std::string& path);
+// larger, but never more than max_inflated_size() nor 1032 times the file (a corrupt or hostile
+// trailer). -1 when the file cannot be examined (load_trace_text then says why).
+std::int64_t trace_text_size(const std::string& path, const TraceLimits& limits = {});
 
 // The text of a trace file in chunks, in order, for a reader that does not hold it whole: a
 // plain file read `chunk_bytes` at a time into one buffer (its memory written fresh once,
@@ -38,7 +89,7 @@ std::int64_t trace_text_size(const std::string& path);
 class TextChunks {
  public:
   TextChunks(const std::string& path, std::size_t chunk_bytes, std::int64_t whole_gzip_up_to,
-             bool inflate_ahead);
+             bool inflate_ahead, const TraceLimits& limits = {});
   ~TextChunks();
   TextChunks(const TextChunks&) = delete;
   TextChunks& operator=(const TextChunks&) = delete;
@@ -51,13 +102,13 @@ class TextChunks {
  private:
   struct Ahead;  // the inflating thread and the chunks it filled
 
-  void open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead);
+  void open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead, const TraceLimits& limits);
   std::size_t inflate(char* out, std::size_t size);
 
   std::string path_;
   int fd_ = -1;
   enum class Mode { kPlain, kWhole, kZlib, kZlibAhead } mode_ = Mode::kPlain;
-  void* gz_ = nullptr;             // gzFile, for kZlib and kZlibAhead
+  std::unique_ptr<GzipText> gz_;   // for kZlib and kZlibAhead
   simdjson::padded_string whole_;  // the text inflated at once, for kWhole
   bool whole_given_ = false;
   std::vector<char> buffer_;

@@ -115,13 +115,30 @@ void ProfilerResult::Builder::set_device_properties(std::string json_array) {
   result_->device_properties_ = std::move(json_array);
 }
 
+namespace {
+// How many names of a kind (categories, flow categories) are searched before they are hashed.
+constexpr std::size_t kSearchUpTo = 16;
+}  // namespace
+
 std::uint16_t ProfilerResult::Builder::category(std::string_view name) {
   std::vector<std::string>& c = result_->categories_;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c[i] == name) return static_cast<std::uint16_t>(i);
+  if (category_index_.empty()) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i] == name) return static_cast<std::uint16_t>(i);
+    }
+  } else if (const auto it = category_index_.find(name); it != category_index_.end()) {
+    return it->second;
   }
   if (c.size() > 0xFFFF) throw Error("a result holds at most 65535 distinct event categories");
   c.emplace_back(name);
+  if (c.size() > kSearchUpTo) {
+    if (category_index_.empty()) {
+      for (std::size_t i = 0; i + 1 < c.size(); ++i) {
+        category_index_.emplace(keep(c[i]), static_cast<std::uint16_t>(i));
+      }
+    }
+    category_index_.emplace(keep(name), static_cast<std::uint16_t>(c.size() - 1));
+  }
   return static_cast<std::uint16_t>(c.size() - 1);
 }
 
@@ -133,13 +150,30 @@ void ProfilerResult::Builder::reserve_flows(std::size_t flows) { flows_.reserve(
 
 void ProfilerResult::Builder::add_flow(std::string_view category, std::int64_t id, FlowEnd from,
                                        FlowEnd to) {
-  // A result has a handful of flow categories ("ac2g", "fwdbwd"): each kept once.
-  auto kept = std::find(flow_categories_.begin(), flow_categories_.end(), category);
-  if (kept == flow_categories_.end()) {
-    flow_categories_.push_back(keep(category));
-    kept = flow_categories_.end() - 1;
+  // A result has a handful of flow categories ("ac2g", "fwdbwd"): each kept once, searched
+  // while few, hashed past kSearchUpTo (a hostile trace may have one per flow).
+  std::size_t kept = flow_categories_.size();
+  if (flow_category_index_.empty()) {
+    kept = static_cast<std::size_t>(
+        std::find(flow_categories_.begin(), flow_categories_.end(), category) -
+        flow_categories_.begin());
+  } else if (const auto it = flow_category_index_.find(category);
+             it != flow_category_index_.end()) {
+    kept = it->second;
   }
-  flows_.push_back({*kept, id, from, to});
+  if (kept == flow_categories_.size()) {
+    flow_categories_.push_back(keep(category));
+    if (flow_categories_.size() > kSearchUpTo) {
+      if (flow_category_index_.empty()) {
+        for (std::size_t i = 0; i < flow_categories_.size(); ++i) {
+          flow_category_index_.emplace(flow_categories_[i], static_cast<std::uint32_t>(i));
+        }
+      } else {
+        flow_category_index_.emplace(flow_categories_.back(), static_cast<std::uint32_t>(kept));
+      }
+    }
+  }
+  flows_.push_back({flow_categories_[kept], id, from, to});
 }
 
 SessionStats& ProfilerResult::Builder::stats() { return result_->stats_; }
