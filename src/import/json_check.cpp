@@ -1,0 +1,343 @@
+// check_json() (json_check.h): JSON's grammar over the structural index simdjson's stage 1
+// built.
+#include "import/json_check.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "import/trace_text.h"
+#include "json/json_reader.h"
+
+namespace opscope::import {
+namespace {
+
+using Parser = simdjson::ondemand::parser;
+using Implementation = std::unique_ptr<simdjson::internal::dom_parser_implementation>;
+using ImplementationMember = Implementation Parser::*;
+
+// The On-Demand parser keeps the stage-1 index of the text it iterates (the positions of the
+// brackets, colons and commas and of the first byte of each string and scalar) in a private
+// member, which every On-Demand walk reads. Checking the grammar over that index costs a walk
+// over its entries; building one of our own (simdjson's dom_parser_implementation::stage1)
+// cost a third of a read again on the largest trace of ../shared/peers. An explicit
+// instantiation may name a private member ([temp.spec.general]/6), which is how its address is
+// had here: simdjson 3.0's layout is not assumed, only the member's name.
+ImplementationMember implementation_member();
+template <ImplementationMember M>
+struct ExposeImplementation {
+  friend ImplementationMember implementation_member() { return M; }
+};
+template struct ExposeImplementation<&Parser::implementation>;
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// The fault of a scalar token (from `p` to the end of the token, trailing whitespace trimmed):
+// nullptr when it is a number as JSON writes it or true, false, null; else what is wrong, and
+// `bad` the byte.
+const char* scalar_fault(const char* p, const char* end, const char*& bad) {
+  bad = p;
+  const char c = *p;
+  if (c == 't' || c == 'f' || c == 'n') {
+    const std::string_view word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+    if (static_cast<std::size_t>(end - p) == word.size() &&
+        std::memcmp(p, word.data(), word.size()) == 0) {
+      return nullptr;
+    }
+    return "expected a value (true, false, null, a number, a string, an object or an array)";
+  }
+  if (*p == '-') ++p;
+  const auto digit = [&] { return p != end && *p >= '0' && *p <= '9'; };
+  if (!digit()) {
+    bad = p;
+    return p == end ? "expected a digit after '-'"
+                    : "expected a value (NaN, Infinity and numbers without a digit before the "
+                      "point are not JSON)";
+  }
+  if (*p == '0') {
+    ++p;
+    if (digit()) {
+      bad = p - 1;
+      return "a number with a leading zero is not JSON";
+    }
+  } else {
+    while (digit()) ++p;
+  }
+  if (p != end && *p == '.') {
+    ++p;
+    if (!digit()) {
+      bad = p;
+      return "expected a digit after the decimal point";
+    }
+    while (digit()) ++p;
+  }
+  if (p != end && (*p == 'e' || *p == 'E')) {
+    ++p;
+    if (p != end && (*p == '+' || *p == '-')) ++p;
+    if (!digit()) {
+      bad = p;
+      return "expected a digit in the exponent";
+    }
+    while (digit()) ++p;
+  }
+  if (p != end) {
+    bad = p;
+    return "unexpected character in a number";
+  }
+  return nullptr;
+}
+
+// Whether [p, end) begins one of the literals true, false, null (a token the text's end cut).
+bool is_literal_prefix(const char* p, const char* end) {
+  const auto n = static_cast<std::size_t>(end - p);
+  for (const std::string_view word : {"true", "false", "null"}) {
+    if (n < word.size() && std::memcmp(p, word.data(), n) == 0) return true;
+  }
+  return false;
+}
+
+// The first invalid escape of the text, or SIZE_MAX: backslashes lie only in strings (one
+// outside is inside a scalar token, which the grammar refuses), so every backslash found in
+// turn starts an escape.
+std::size_t bad_escape(std::string_view text, const char*& what) {
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  for (const char* p = begin;;) {
+    p = static_cast<const char*>(std::memchr(p, '\\', static_cast<std::size_t>(end - p)));
+    if (p == nullptr) return SIZE_MAX;
+    const char* const at = p;
+    ++p;
+    if (p == end) {
+      what = "unterminated string";
+      return static_cast<std::size_t>(at - begin);
+    }
+    switch (*p) {
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        ++p;
+        break;
+      case 'u':
+        ++p;
+        for (int i = 0; i < 4; ++i, ++p) {
+          const char h = p != end ? *p : '\0';
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) {
+            what = "invalid hex digit in \\u escape";
+            return static_cast<std::size_t>(at - begin);
+          }
+        }
+        break;
+      default:
+        what = "invalid escape in string";
+        return static_cast<std::size_t>(at - begin);
+    }
+  }
+}
+
+// A top-level key as it reads, its escapes resolved (rare: a key with a backslash).
+std::string key_text(std::string_view raw) {
+  if (raw.find('\\') == std::string_view::npos) return std::string(raw.substr(1, raw.size() - 2));
+  return internal::parse_json(raw).as_string();
+}
+
+}  // namespace
+
+bool check_json(Parser& parser, std::string_view text, bool root_is_events, JsonFault& fault) {
+  const simdjson::internal::dom_parser_implementation& index = *(parser.*implementation_member());
+  const std::uint32_t* const at = index.structural_indexes.get();
+  const std::uint32_t n = index.n_structural_indexes;
+  const char* const buf = text.data();
+  const std::size_t size = text.size();
+
+  // The kind of each open container ('{' or '['), and where the event being walked starts.
+  char open[kMaxJsonNesting];
+  int depth = 0;
+  int events_depth = root_is_events ? 1 : -1;  // the depth of the events array's values
+  std::size_t event_at = SIZE_MAX;
+  std::unordered_set<std::string> top_keys;
+  bool top_is_object = false;
+  std::uint32_t i = 0;
+
+  // The text of the token at index entry i, to the next entry (whitespace trimmed).
+  const auto token_end = [&](std::uint32_t k) {
+    std::size_t e = k + 1 < n ? at[k + 1] : size;
+    while (e > at[k] && is_space(buf[e - 1])) --e;
+    return buf + e;
+  };
+  std::size_t fault_at = SIZE_MAX;
+  const char* what = nullptr;
+  bool truncated = false;
+  const auto fail_at = [&](std::size_t byte, const char* why) {
+    fault_at = byte;
+    what = why;
+    return false;
+  };
+  // The end of the text where more was needed.
+  const auto ends = [&](const char* inside) {
+    truncated = true;
+    return fail_at(size, inside);
+  };
+
+  const auto walk = [&]() -> bool {
+  value:
+    if (i >= n) return ends("the text ends where a value was expected");
+    if (depth == events_depth) event_at = at[i];
+    switch (buf[at[i]]) {
+      case '{':
+      case '[': {
+        if (depth == kMaxJsonNesting) return fail_at(at[i], "nesting deeper than 1024 levels");
+        const char c = buf[at[i]];
+        open[depth++] = c;
+        if (depth == 1 && c == '{') top_is_object = true;
+        ++i;
+        if (i >= n) return ends(c == '{' ? "the text ends inside an object" : "the text ends inside an array");
+        if (buf[at[i]] == (c == '{' ? '}' : ']')) {
+          ++i;
+          --depth;
+          goto after_value;
+        }
+        if (c == '{') goto key;
+        goto value;
+      }
+      case '"':
+        ++i;
+        goto after_value;
+      case ']':
+      case '}':
+      case ',':
+      case ':':
+        return fail_at(at[i], "expected a value");
+      default: {
+        const char* bad = nullptr;
+        const char* const end = token_end(i);
+        if (const char* why = scalar_fault(buf + at[i], end, bad)) {
+          // A token cut off by the end of the text ("tru", "-", "1e") is a truncation.
+          if (end == buf + size && (bad == end || is_literal_prefix(buf + at[i], end))) {
+            return ends("the text ends inside a value");
+          }
+          return fail_at(static_cast<std::size_t>(bad - buf), why);
+        }
+        ++i;
+        goto after_value;
+      }
+    }
+  key:
+    if (i >= n) return ends("the text ends inside an object");
+    if (buf[at[i]] != '"') return fail_at(at[i], "expected a string as object key");
+    if (depth == 1 && top_is_object) {
+      const std::string k = key_text(std::string_view(buf + at[i], token_end(i) - (buf + at[i])));
+      if (!top_keys.insert(k).second) {
+        return fail_at(at[i],
+                       k == "traceEvents"
+                           ? "a second top-level \"traceEvents\" (a trace has one events array; "
+                             "reading both would count every event twice)"
+                           : "a top-level key a second time (a trace holds each key once)");
+      }
+      events_depth = k == "traceEvents" && !root_is_events ? 2 : -1;
+    }
+    ++i;
+    if (i >= n) return ends("the text ends inside an object");
+    if (buf[at[i]] != ':') return fail_at(at[i], "expected ':' after an object key");
+    ++i;
+    goto value;
+  after_value:
+    if (depth == 0) {
+      if (i < n) return fail_at(at[i], "unexpected text after the JSON value");
+      return true;
+    }
+    if (i >= n) {
+      return ends(open[depth - 1] == '{' ? "the text ends inside an object"
+                                         : "the text ends inside an array");
+    }
+    if (depth == events_depth) event_at = SIZE_MAX;
+    {
+      const char c = buf[at[i]];
+      if (open[depth - 1] == '{') {
+        if (c == ',') {
+          ++i;
+          goto key;
+        }
+        if (c == '}') {
+          ++i;
+          --depth;
+          goto after_value;
+        }
+        return fail_at(at[i], "expected ',' or '}' after an object member");
+      }
+      if (c == ',') {
+        ++i;
+        goto value;
+      }
+      if (c == ']') {
+        ++i;
+        --depth;
+        goto after_value;
+      }
+      return fail_at(at[i], "expected ',' or ']' after an array element");
+    }
+  };
+
+  const bool grammar_ok = walk();
+  const char* escape_what = nullptr;
+  const std::size_t escape_at = bad_escape(text, escape_what);
+  if (grammar_ok && escape_at == SIZE_MAX) return true;
+  if (escape_at < fault_at) {
+    fault_at = escape_at;
+    what = escape_what;
+    truncated = false;
+  }
+  fault.at = fault_at;
+  fault.event_at = fault_at == escape_at ? SIZE_MAX : event_at;
+  fault.what = what;
+  fault.truncated = truncated;
+  return false;
+}
+
+void fail_json(const std::string& path, std::int64_t at, std::int64_t event_at,
+               const std::string& what, bool truncated) {
+  const std::string in_event =
+      event_at >= 0 ? " (in the event that starts at byte " + std::to_string(event_at) + ")" : "";
+  if (truncated) {
+    fail(path, "truncated at byte " + std::to_string(at) +
+                   " (the text ends there: was the file cut short?)" + in_event + ": " + what);
+  }
+  fail(path, "malformed JSON at byte " + std::to_string(at) + in_event + ": " + what);
+}
+
+void check_trace_json(const std::string& path, std::string_view padded_text) {
+  if (padded_text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    fail(path, padded_text.empty() ? std::string(kEmptyText) : std::string(kBlankText));
+  }
+  Parser parser;
+  if (parser.iterate(padded_text.data(), padded_text.size(),
+                     padded_text.size() + simdjson::SIMDJSON_PADDING)
+          .error() != simdjson::SUCCESS) {
+    // Stage 1 refused the text (an unclosed string, invalid UTF-8, a raw control byte in a
+    // string): the strict parser names the byte.
+    std::size_t off = 0;
+    std::string what;
+    if (internal::json_error_at(padded_text, off, what)) {
+      fail_json(path, static_cast<std::int64_t>(off), -1, what, off == padded_text.size());
+    }
+    fail(path, "malformed JSON: simdjson cannot parse the text, though the strict parser can");
+  }
+  check_iterated_json(path, parser, padded_text);
+}
+
+void check_iterated_json(const std::string& path, Parser& parser, std::string_view text) {
+  JsonFault f;
+  if (!check_json(parser, text, false, f)) {
+    fail_json(path, static_cast<std::int64_t>(f.at),
+              f.event_at == SIZE_MAX ? -1 : static_cast<std::int64_t>(f.event_at), f.what,
+              f.truncated);
+  }
+}
+
+}  // namespace opscope::import
