@@ -149,154 +149,196 @@ std::string key_text(std::string_view raw) {
 
 }  // namespace
 
-bool check_json(Parser& parser, std::string_view text, bool root_is_events, JsonFault& fault) {
-  const simdjson::internal::dom_parser_implementation& index = *(parser.*implementation_member());
-  const std::uint32_t* const at = index.structural_indexes.get();
-  const std::uint32_t n = index.n_structural_indexes;
-  const char* const buf = text.data();
-  const std::size_t size = text.size();
+namespace {
 
-  // The kind of each open container ('{' or '['), and where the event being walked starts.
-  char open[kMaxJsonNesting];
-  int depth = 0;
-  int events_depth = root_is_events ? 1 : -1;  // the depth of the events array's values
-  std::size_t event_at = SIZE_MAX;
-  std::unordered_set<std::string> top_keys;
-  bool top_is_object = false;
-  std::uint32_t i = 0;
-
-  // The text of the token at index entry i, to the next entry (whitespace trimmed).
-  const auto token_end = [&](std::uint32_t k) {
-    std::size_t e = k + 1 < n ? at[k + 1] : size;
-    while (e > at[k] && is_space(buf[e - 1])) --e;
-    return buf + e;
-  };
-  std::size_t fault_at = SIZE_MAX;
+// Where the grammar walk stopped: the token (an index entry) and what was wrong.
+struct Stop {
+  std::uint32_t token = 0;
+  std::size_t at = 0;
   const char* what = nullptr;
   bool truncated = false;
-  const auto fail_at = [&](std::size_t byte, const char* why) {
-    fault_at = byte;
-    what = why;
+};
+
+// The end of the token at index entry k: the next entry, or the text's end, whitespace
+// trimmed.
+inline const char* token_end(const char* buf, std::size_t size, const std::uint32_t* at,
+                             std::uint32_t n, std::uint32_t k) {
+  std::size_t e = k + 1 < n ? at[k + 1] : size;
+  while (e > at[k] && is_space(buf[e - 1])) --e;
+  return buf + e;
+}
+
+// JSON's grammar over the index: true when the text is one value; else false and `stop`.
+// One loop over the entries with its state in locals (a first version kept it in a lambda's
+// captures and cost half again as much); where an event starts is found only for an error
+// (event_start).
+bool walk_grammar(const char* buf, std::size_t size, const std::uint32_t* at, std::uint32_t n,
+                  Stop& stop) {
+  char open[kMaxJsonNesting];
+  int depth = 0;
+  std::uint32_t i = 0;
+  std::unordered_set<std::string> top_keys;  // the root object's keys, to refuse a second one
+  bool root_object = false;
+  const auto fail = [&](std::size_t byte, const char* why) {
+    stop = {i, byte, why, false};
     return false;
   };
-  // The end of the text where more was needed.
-  const auto ends = [&](const char* inside) {
-    truncated = true;
-    return fail_at(size, inside);
+  const auto ends = [&](const char* why) {
+    stop = {i, size, why, true};
+    return false;
   };
-
-  const auto walk = [&]() -> bool {
-  value:
-    if (i >= n) return ends("the text ends where a value was expected");
-    if (depth == events_depth) event_at = at[i];
-    switch (buf[at[i]]) {
-      case '{':
-      case '[': {
-        if (depth == kMaxJsonNesting) return fail_at(at[i], "nesting deeper than 1024 levels");
-        const char c = buf[at[i]];
-        open[depth++] = c;
-        if (depth == 1 && c == '{') top_is_object = true;
-        ++i;
-        if (i >= n) return ends(c == '{' ? "the text ends inside an object" : "the text ends inside an array");
-        if (buf[at[i]] == (c == '{' ? '}' : ']')) {
-          ++i;
-          --depth;
-          goto after_value;
-        }
-        if (c == '{') goto key;
-        goto value;
-      }
-      case '"':
-        ++i;
-        goto after_value;
-      case ']':
-      case '}':
-      case ',':
-      case ':':
-        return fail_at(at[i], "expected a value");
-      default: {
-        const char* bad = nullptr;
-        const char* const end = token_end(i);
-        if (const char* why = scalar_fault(buf + at[i], end, bad)) {
-          // A token cut off by the end of the text ("tru", "-", "1e") is a truncation.
-          if (end == buf + size && (bad == end || is_literal_prefix(buf + at[i], end))) {
-            return ends("the text ends inside a value");
-          }
-          return fail_at(static_cast<std::size_t>(bad - buf), why);
-        }
-        ++i;
-        goto after_value;
-      }
-    }
-  key:
-    if (i >= n) return ends("the text ends inside an object");
-    if (buf[at[i]] != '"') return fail_at(at[i], "expected a string as object key");
-    if (depth == 1 && top_is_object) {
-      const std::string k = key_text(std::string_view(buf + at[i], token_end(i) - (buf + at[i])));
-      if (!top_keys.insert(k).second) {
-        return fail_at(at[i],
-                       k == "traceEvents"
-                           ? "a second top-level \"traceEvents\" (a trace has one events array; "
-                             "reading both would count every event twice)"
-                           : "a top-level key a second time (a trace holds each key once)");
-      }
-      events_depth = k == "traceEvents" && !root_is_events ? 2 : -1;
-    }
-    ++i;
-    if (i >= n) return ends("the text ends inside an object");
-    if (buf[at[i]] != ':') return fail_at(at[i], "expected ':' after an object key");
-    ++i;
-    goto value;
-  after_value:
-    if (depth == 0) {
-      if (i < n) return fail_at(at[i], "unexpected text after the JSON value");
-      return true;
-    }
-    if (i >= n) {
-      return ends(open[depth - 1] == '{' ? "the text ends inside an object"
-                                         : "the text ends inside an array");
-    }
-    if (depth == events_depth) event_at = SIZE_MAX;
-    {
-      const char c = buf[at[i]];
-      if (open[depth - 1] == '{') {
-        if (c == ',') {
-          ++i;
-          goto key;
-        }
-        if (c == '}') {
-          ++i;
-          --depth;
-          goto after_value;
-        }
-        return fail_at(at[i], "expected ',' or '}' after an object member");
-      }
-      if (c == ',') {
-        ++i;
-        goto value;
-      }
-      if (c == ']') {
+value:
+  if (i >= n) return ends("the text ends where a value was expected");
+  switch (buf[at[i]]) {
+    case '"':
+      ++i;
+      goto after_value;
+    case '{':
+      if (depth == kMaxJsonNesting) return fail(at[i], "nesting deeper than 1024 levels");
+      open[depth++] = '{';
+      root_object = root_object || depth == 1;
+      if (++i >= n) return ends("the text ends inside an object");
+      if (buf[at[i]] == '}') {
         ++i;
         --depth;
         goto after_value;
       }
-      return fail_at(at[i], "expected ',' or ']' after an array element");
+      goto key;
+    case '[':
+      if (depth == kMaxJsonNesting) return fail(at[i], "nesting deeper than 1024 levels");
+      open[depth++] = '[';
+      if (++i >= n) return ends("the text ends inside an array");
+      if (buf[at[i]] == ']') {
+        ++i;
+        --depth;
+        goto after_value;
+      }
+      goto value;
+    case ']':
+    case '}':
+    case ',':
+    case ':':
+      return fail(at[i], "expected a value");
+    default: {
+      const char* const end = token_end(buf, size, at, n, i);
+      const char* bad = nullptr;
+      if (const char* why = scalar_fault(buf + at[i], end, bad)) [[unlikely]] {
+        // A token cut off by the end of the text ("tru", "-", "1e") is a truncation.
+        if (end == buf + size && (bad == end || is_literal_prefix(buf + at[i], end))) {
+          return ends("the text ends inside a value");
+        }
+        return fail(static_cast<std::size_t>(bad - buf), why);
+      }
+      ++i;
+      goto after_value;
     }
-  };
+  }
+key:
+  if (buf[at[i]] != '"') return fail(at[i], "expected a string as object key");
+  if (depth == 1 && root_object) [[unlikely]] {
+    const char* const end = token_end(buf, size, at, n, i);
+    const std::string k = key_text(std::string_view(buf + at[i], end - (buf + at[i])));
+    if (!top_keys.insert(k).second) {
+      return fail(at[i], k == "traceEvents"
+                             ? "a second top-level \"traceEvents\" (a trace has one events "
+                               "array; reading both would count every event twice)"
+                             : "a top-level key a second time (a trace holds each key once)");
+    }
+  }
+  if (++i >= n) return ends("the text ends inside an object");
+  if (buf[at[i]] != ':') return fail(at[i], "expected ':' after an object key");
+  ++i;
+  goto value;
+after_value:
+  if (depth == 0) {
+    if (i < n) return fail(at[i], "unexpected text after the JSON value");
+    return true;
+  }
+  if (i >= n) {
+    return ends(open[depth - 1] == '{' ? "the text ends inside an object"
+                                       : "the text ends inside an array");
+  }
+  {
+    const char c = buf[at[i]];
+    if (c == ',') {
+      if (++i >= n) {
+        return ends(open[depth - 1] == '{' ? "the text ends inside an object"
+                                           : "the text ends inside an array");
+      }
+      if (open[depth - 1] == '{') goto key;
+      goto value;
+    }
+    if (c == (open[depth - 1] == '{' ? '}' : ']')) {
+      ++i;
+      --depth;
+      goto after_value;
+    }
+    return fail(at[i], open[depth - 1] == '{' ? "expected ',' or '}' after an object member"
+                                              : "expected ',' or ']' after an array element");
+  }
+}
 
-  const bool grammar_ok = walk();
+// The byte where the event holding index entry `stop` starts, SIZE_MAX when none does: a value
+// of the root array of a piece (`root_is_events`), or of the top-level "traceEvents" array.
+// Only for an error: a walk of the entries before it, counting brackets.
+std::size_t event_start(const char* buf, std::size_t size, const std::uint32_t* at,
+                        std::uint32_t n, std::uint32_t stop, bool root_is_events) {
+  int depth = 0;
+  const int events_depth = root_is_events ? 1 : 2;
+  bool in_events = root_is_events;
+  bool events_key = false;  // the last top-level key was "traceEvents"
+  std::size_t event = SIZE_MAX;
+  for (std::uint32_t i = 0; i < n && i <= stop; ++i) {
+    const char c = buf[at[i]];
+    const bool starts_value =
+        i > 0 && (buf[at[i - 1]] == '[' || buf[at[i - 1]] == ',') && c != ']' && c != ',';
+    if (in_events && depth == events_depth && starts_value) event = at[i];
+    if (c == '{' || c == '[') {
+      if (!root_is_events && depth == 1 && c == '[' && events_key) in_events = true;
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+      if (depth < events_depth) {
+        event = SIZE_MAX;
+        if (!root_is_events && depth <= 1) in_events = false;
+      }
+    } else if (depth == events_depth && c == ',' && in_events) {
+      event = SIZE_MAX;
+    } else if (!root_is_events && depth == 1 && c == '"' && i + 1 < n && buf[at[i + 1]] == ':') {
+      const char* const end = token_end(buf, size, at, n, i);
+      events_key = std::string_view(buf + at[i], end - (buf + at[i])) == "\"traceEvents\"";
+    }
+  }
+  return event;
+}
+
+}  // namespace
+
+bool check_json(Parser& parser, std::string_view text, bool root_is_events, JsonFault& fault) {
+  const simdjson::internal::dom_parser_implementation& index = *(parser.*implementation_member());
+  const std::uint32_t* const at = index.structural_indexes.get();
+  const std::uint32_t n = index.n_structural_indexes;
+  Stop stop;
+  const bool grammar_ok = walk_grammar(text.data(), text.size(), at, n, stop);
   const char* escape_what = nullptr;
   const std::size_t escape_at = bad_escape(text, escape_what);
-  if (grammar_ok && escape_at == SIZE_MAX) return true;
-  if (escape_at < fault_at) {
-    fault_at = escape_at;
-    what = escape_what;
-    truncated = false;
+  if (grammar_ok && escape_at == SIZE_MAX) [[likely]] {
+    return true;
   }
-  fault.at = fault_at;
-  fault.event_at = fault_at == escape_at ? SIZE_MAX : event_at;
-  fault.what = what;
-  fault.truncated = truncated;
+  if (grammar_ok || escape_at < stop.at) {
+    fault.at = escape_at;
+    fault.what = escape_what;
+    fault.truncated = false;
+    // The token holding the escape: the last entry at or before it.
+    std::uint32_t k = 0;
+    while (k + 1 < n && at[k + 1] <= escape_at) ++k;
+    fault.event_at = event_start(text.data(), text.size(), at, n, k, root_is_events);
+    return false;
+  }
+  fault.at = stop.at;
+  fault.what = stop.what;
+  fault.truncated = stop.truncated;
+  fault.event_at = event_start(text.data(), text.size(), at, n, stop.token, root_is_events);
   return false;
 }
 
