@@ -5,6 +5,7 @@ without the file. The inputs are made here.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -41,7 +42,8 @@ def test_what_is_not_json_is_refused_at_its_byte(tmp_path):
         with pytest.raises(RuntimeError) as e:
             _C.TraceFile(path)
         message = str(e.value)
-        assert message.startswith(f"cannot read trace {path}: malformed JSON at byte {bad} "), message
+        assert re.match(re.escape(f"cannot read trace {path}: malformed JSON at byte {bad}") + "[ :]",
+                        message), message
         assert what in message, message
 
 
@@ -98,4 +100,5 @@ def test_out_of_memory_is_a_runtime_error_naming_the_file(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out
-    assert out.stdout.startswith(f"RuntimeError: cannot read trace {path}: "), out
+    assert out.stdout.startswith(
+        f"RuntimeError: cannot read trace {path}: out of memory while reading it"), out

@@ -358,9 +358,13 @@ void check_trace_json(const std::string& path, std::string_view padded_text) {
     fail(path, padded_text.empty() ? std::string(kEmptyText) : std::string(kBlankText));
   }
   Parser parser;
-  if (parser.iterate(padded_text.data(), padded_text.size(),
-                     padded_text.size() + simdjson::SIMDJSON_PADDING)
-          .error() != simdjson::SUCCESS) {
+  const simdjson::error_code code =
+      parser
+          .iterate(padded_text.data(), padded_text.size(),
+                   padded_text.size() + simdjson::SIMDJSON_PADDING)
+          .error();
+  if (code == simdjson::MEMALLOC) fail_out_of_memory(path);
+  if (code != simdjson::SUCCESS) {
     // Stage 1 refused the text (an unclosed string, invalid UTF-8, a raw control byte in a
     // string): the strict parser names the byte.
     std::size_t off = 0;

@@ -160,6 +160,7 @@ class TextWalker {
   [[noreturn]] void malformed(simdjson::error_code code, const char* expected) const {
     // The strict parser names the exact byte of what simdjson refused, in the place's text (a
     // piece of the events is small, and read again only when it failed).
+    if (code == simdjson::MEMALLOC) fail_out_of_memory(path_);  // simdjson's allocation failed
     std::size_t off = 0;
     std::string what;
     if (!place_.doc.empty() && internal::json_error_at(place_.doc, off, what)) {

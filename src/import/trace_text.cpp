@@ -380,6 +380,8 @@ simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_vie
 
 void fail_malformed(const std::string& path, std::string_view json, simdjson::error_code code,
                     const std::string& where, const char* expected) {
+  // simdjson allocates without throwing and says so: the file is not malformed.
+  if (code == simdjson::MEMALLOC) fail_out_of_memory(path);
   std::size_t off = 0;
   std::string what;
   if (!json.empty() && internal::json_error_at(json, off, what)) {
