@@ -106,6 +106,10 @@ class Walker {
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
       fail(path_, std::string(text.empty() ? import::kEmptyText : import::kBlankText));
     }
+    // A text that does not open an object is no trace: said before its JSON (as the reader).
+    if (text[text.find_first_not_of(" \t\r\n")] != '{') {
+      fail(path_, std::string(import::kNotAnObject));
+    }
     check(parser_.iterate(json_).get(doc), "the start of the document");
     // The whole text checked before a byte of it is copied: merge writes what it reads, and
     // must not write what is not JSON (the reader's verdict, json_check.h).

@@ -10,6 +10,7 @@
 
 #include "import/trace_text.h"
 #include "json/json_reader.h"
+#include "opscope/error.h"
 
 namespace opscope::import {
 namespace {
@@ -144,7 +145,11 @@ std::size_t bad_escape(std::string_view text, const char*& what) {
 // A top-level key as it reads, its escapes resolved (rare: a key with a backslash).
 std::string key_text(std::string_view raw) {
   if (raw.find('\\') == std::string_view::npos) return std::string(raw.substr(1, raw.size() - 2));
-  return internal::parse_json(raw).as_string();
+  try {
+    return internal::parse_json(raw).as_string();
+  } catch (const Error&) {
+    return std::string(raw);  // a bad escape, which bad_escape() reports at its byte
+  }
 }
 
 }  // namespace

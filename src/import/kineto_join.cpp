@@ -115,6 +115,8 @@ void Reader::read_top(bool events_read) {
                                    .find_first_not_of(" \t\r\n") == std::string_view::npos) {
     fail(std::string(json_.size() == 0 ? kEmptyText : kBlankText));
   }
+  // A text that does not open an object is no trace, whatever follows: said before its JSON.
+  if (place_.doc[place_.doc.find_first_not_of(" \t\r\n")] != '{') fail(std::string(kNotAnObject));
   check(parser.iterate(json_).get(doc), "the start of the document");
   check_grammar(parser, place_.doc, /*root_is_events=*/false);
   od::object top;

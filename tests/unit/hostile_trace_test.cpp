@@ -16,13 +16,16 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "import/json_check.h"
 #include "import/kineto_importer.h"
+#include "json/json_reader.h"
 #include "opscope/error.h"
 #include "opscope/trace_analysis.h"
 #include "opscope/trace_reader.h"
@@ -93,6 +96,8 @@ const std::vector<Mutation>& mutations() {
        0, "second top-level \"traceEvents\""},
       {"duplicate_top_level_key", "\"traceName\": \"t\"",
        "\"traceName\": \"t\", \"traceName\": \"u\"", 18, "a second time"},
+      {"bad_escape_in_top_level_key", "\"traceName\": \"t\"", "\"trace\\qName\": \"t\"", 6,
+       "escape"},
       {"trailing_garbage", "\"traceName\": \"t\"}", "\"traceName\": \"t\"} x", 18,
        "unexpected text after"},
   };
@@ -172,6 +177,42 @@ TEST(HostileTrace, WhatIsNotJsonIsRefusedAtItsByteWhateverIsRead) {
       }
     }
   }
+}
+
+// check_json (over simdjson's index) and the strict recursive parser (is_valid_json) give the
+// same verdict on thousands of random edits of a trace: bytes inserted from JSON's troublemakers
+// (",,", "01", ".5", "NaN", "\\q", a NUL, ...), erased, overwritten, or the text cut. Texts that
+// simdjson's stage 1 refuses itself never reach check_json and are left out.
+TEST(HostileTrace, CheckJsonAgreesWithTheStrictParser) {
+  std::mt19937_64 rng(40);
+  const std::vector<std::string> pieces = {",", ",,", "[", "]", "{", "}", ":", "\"", "\\",
+                                           "0", "01", ".5", "-", "NaN", "1e", "tru", "null",
+                                           "\x01", std::string(1, '\0'), " ", "\\u12G4",
+                                           "\\q", "e5", "+1"};
+  int checked = 0;
+  for (int iter = 0; iter < 4000; ++iter) {
+    std::string t = kBase;
+    for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) {
+      const std::size_t pos = rng() % (t.size() + 1);
+      switch (rng() % 4) {
+        case 0: t.insert(pos, pieces[rng() % pieces.size()]); break;
+        case 1: if (pos < t.size()) t.erase(pos, 1 + rng() % 3); break;
+        case 2: t.resize(pos); break;
+        default: if (pos < t.size()) t[pos] = static_cast<char>(rng()); break;
+      }
+    }
+    const simdjson::padded_string padded(t);
+    simdjson::ondemand::parser parser;
+    if (parser.iterate(padded).error() != simdjson::SUCCESS) continue;
+    ++checked;
+    import::JsonFault fault;
+    const bool ok = import::check_json(parser, t, false, fault);
+    std::string why;
+    const bool valid = is_valid_json(t, &why);
+    EXPECT_EQ(ok, valid) << t << "\ncheck_json: " << fault.at << " " << fault.what
+                         << "\nstrict: " << why;
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 // Past the whole-text limit the read is streamed only: an error inside an event still names
