@@ -249,6 +249,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   // Two traces compared (HTA's TraceDiff) rather than reports on one: tools/analyze_diff.cpp.
   if (args.size() > 1 && args[1] == "diff") return run_analyze_diff(args, out, err);
   const AnalyzeArgs a = parse_analyze(args);
+  // An interrupted --augment or --output removes its half-written temporaries (sink.h).
+  internal::remove_temporaries_on_signal();
   std::vector<std::shared_ptr<const ProfilerResult>> ranks;
   std::string text;
   try {

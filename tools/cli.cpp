@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <new>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -137,6 +138,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         err << "opscope " << args[0] << ": " << e.what() << "\n"
             << "Run `opscope " << args[0] << " --help` for the flags.\n";
         return kExitUsage;
+      } catch (const std::bad_alloc&) {
+        // Reading a trace names its file (opscope::Error); this is what is left, the reports
+        // or the output, under a memory limit: said, not an abort.
+        err << "opscope " << args[0]
+            << ": out of memory (the process may not take the memory this needs: raise the "
+               "limit, `ulimit -v`, or give fewer traces)\n";
+        return kExitFailure;
       }
   }
   return kExitFailure;

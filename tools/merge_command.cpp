@@ -74,6 +74,8 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (paths.empty()) throw UsageError("no traces given: name trace files or a directory");
   if (!has_output) throw UsageError("no output given: -o MERGED.json (or .json.gz)");
+  // An interrupted merge removes its half-written temporary (sink.h).
+  internal::remove_temporaries_on_signal();
   try {
     // The output file is left out, so that merging a directory into itself twice does not take
     // the first merge as a rank.

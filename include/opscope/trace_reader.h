@@ -28,7 +28,11 @@ namespace opscope {
 // names, the rank (distributedInfo.rank), the top-level keys as metadata; every other event
 // category and every arg without a field of its own is kept (ProfilerResult::other_args), so
 // an export writes them back. Timestamps keep their nanoseconds. Throws opscope::Error naming the
-// file, the byte offset and what was expected when the file is not a trace.
+// file, the byte offset and what was expected when the file is not a trace: strict JSON
+// (RFC 8259: no NaN, no leading zeros, no ".5", no trailing commas), one top-level object with
+// each key once and nothing after it, read from a regular file (a FIFO or a device is refused,
+// not waited on); "truncated at byte N" when the text ends early; "out of memory while reading
+// it" when an allocation fails.
 // The text is read in 64 KiB pieces, so the memory a read takes is the model it builds, not the
 // text. On a machine with more than one core, a gzip text is inflated by a second thread
 // beside the reading, and a plain text of 1 MiB or more has its pieces parsed on two threads.
@@ -55,7 +59,8 @@ struct TraceLimits {
 // the model (`opscope analyze`, for the reports it was given: what_reports_read() in
 // opscope/trace_analysis.h)
 // may leave out what nothing will read, which takes less time and memory. What is left out is
-// skipped as the text is walked: JSON that is malformed only inside it is not noticed.
+// still checked to be JSON (numbers, commas, brackets, escapes): the verdict on a file is the
+// same whatever is read of it.
 struct TraceReadOptions {
   // The args of CPU ranges (operators, user annotations): input shapes and types, External
   // id, sequence numbers and the args no field holds. Their times, names and threads stay.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,7 +60,71 @@ std::string open_reason(const std::string& path, int err) {
   return std::strerror(err);
 }
 
+// The temporaries not yet committed or removed, for the signal handler: fixed slots, since a
+// handler may neither allocate nor lock. A slot is claimed (kFilling), written, then published
+// (kListed); the handler reads only listed slots. A process with more temporaries at once than
+// slots (none that opscope writes has more than a few) leaves the others to their destructors.
+constexpr int kSignalSlots = 64;
+enum SlotState : int { kFree, kFilling, kListed };
+struct SignalSlot {
+  std::atomic<int> state{kFree};
+  int dir_fd = AT_FDCWD;
+  char path[4096] = {};
+};
+SignalSlot g_signal_slots[kSignalSlots];
+
+int list_temporary(int dir_fd, const std::string& path) noexcept {
+  if (path.size() >= sizeof(SignalSlot::path)) return -1;
+  for (int i = 0; i < kSignalSlots; ++i) {
+    int expected = kFree;
+    if (!g_signal_slots[i].state.compare_exchange_strong(expected, kFilling)) continue;
+    SignalSlot& slot = g_signal_slots[i];
+    slot.dir_fd = dir_fd;
+    std::memcpy(slot.path, path.c_str(), path.size() + 1);
+    slot.state.store(kListed, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void unlist_temporary(int& slot) noexcept {
+  if (slot < 0) return;
+  g_signal_slots[slot].state.store(kFree, std::memory_order_release);
+  slot = -1;
+}
+
+// SIGTERM or SIGINT: every listed temporary removed, then the signal's default action (the
+// process ends as the signal says, for the shell and the parent), errno left as it was.
+extern "C" void remove_temporaries_and_reraise(int sig) {
+  const int saved_errno = errno;
+  for (SignalSlot& slot : g_signal_slots) {
+    if (slot.state.load(std::memory_order_acquire) == kListed) ::unlinkat(slot.dir_fd, slot.path, 0);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  // Blocked while its handler runs: delivered, with the default action, when it returns.
+  ::raise(sig);
+  errno = saved_errno;
+}
+
 }  // namespace
+
+void remove_temporaries_on_signal() {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    const bool handled = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL;
+    if (handled) continue;  // ignored (nohup, a background job) or the program's own
+    struct sigaction act {};
+    act.sa_handler = remove_temporaries_and_reraise;
+    ::sigemptyset(&act.sa_mask);
+    ::sigaddset(&act.sa_mask, SIGTERM);
+    ::sigaddset(&act.sa_mask, SIGINT);
+    ::sigaction(sig, &act, nullptr);
+  }
+}
 
 // No MADV_HUGEPAGE: on the project's VM a transparent huge page cost 4-6 times more per byte
 // than 4 KiB pages (the kernel compacts memory to find one), and it made the first
@@ -146,8 +211,11 @@ TempFile::TempFile(std::string path, const FileSinkOptions& options)
     // 0666 before the umask by default, like any file the user creates (mkstemp's 0600 would
     // hide a trace from the colleague it was made for); O_NOFOLLOW: a link planted under the
     // temporary name is not followed.
+    // Listed before it exists, so that no moment has it on disk and unlisted.
+    signal_slot_ = list_temporary(dir_fd_, temp_path_);
     fd_ = ::openat(dir_fd_, temp_path_.c_str(),
                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, options.mode);
+    if (fd_ < 0) unlist_temporary(signal_slot_);
     if (fd_ < 0 && (errno != EEXIST || attempt == 10)) {
       const int err = errno;
       temp_path_.clear();  // nothing to remove
@@ -169,6 +237,7 @@ void TempFile::discard() noexcept {
     ::unlinkat(dir_fd_, temp_path_.c_str(), 0);
     temp_path_.clear();
   }
+  unlist_temporary(signal_slot_);
 }
 
 void TempFile::fail(const std::string& reason) {
@@ -207,6 +276,7 @@ void TempFile::commit() {
   if (::renameat(dir_fd_, temp_path_.c_str(), dir_fd_, path_.c_str()) != 0) {
     fail(std::strerror(errno));
   }
+  unlist_temporary(signal_slot_);
   committed_ = true;
   if (fsync_ && dir_fd_ != AT_FDCWD) {
     ::fsync(dir_fd_);

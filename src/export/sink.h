@@ -35,6 +35,14 @@
 
 namespace opscope::internal {
 
+// A program that writes files through sinks (the `opscope` tool) calls this once so that
+// SIGTERM and SIGINT remove the temporaries of the sinks not yet committed before the program
+// ends by the signal as it would have (an interrupted `opscope merge` left
+// "M.json.tmp.<pid>.<hex>" behind). The handler only unlinks and re-raises, which is
+// async-signal-safe; a signal the program ignores or handles already is left as it is. Not
+// called by the library itself: a traced program's signals are its own.
+void remove_temporaries_on_signal();
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -134,6 +142,7 @@ class TempFile {
   bool in_place_ = false;  // a device or FIFO, written directly
   int fd_ = -1;
   bool committed_ = false;
+  int signal_slot_ = -1;  // where the temporary is listed for remove_temporaries_on_signal()
 };
 
 // Gathers writes into large buffers and hands each full one to a thread of its own that

@@ -14,12 +14,16 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "import/importer.h"
+#include "import/json_check.h"
 #include "import/trace_text.h"
 #include "import/trace_times.h"
 #include "json/json_writer.h"
@@ -99,10 +103,21 @@ class Walker {
   template <typename OnTop, typename OnEvent>
   void walk(OnTop&& on_top, OnEvent&& on_event) {
     od::document doc;
+    const std::string_view text(json_.data(), json_.size());
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+      fail(path_, std::string(text.empty() ? import::kEmptyText : import::kBlankText));
+    }
+    // A text that does not open an object is no trace: said before its JSON (as the reader).
+    if (text[text.find_first_not_of(" \t\r\n")] != '{') {
+      fail(path_, std::string(import::kNotAnObject));
+    }
     check(parser_.iterate(json_).get(doc), "the start of the document");
+    // The whole text checked before a byte of it is copied: merge writes what it reads, and
+    // must not write what is not JSON (the reader's verdict, json_check.h).
+    import::check_iterated_json(path_, parser_, text);
     od::object top;
     if (doc.get_object().get(top) != simdjson::SUCCESS) {
-      fail(path_, "expected a JSON object at byte 0 (a Chrome trace: {\"traceEvents\": [...]})");
+      fail(path_, std::string(import::kNotAnObject));
     }
     bool saw_events = false;
     std::vector<Field> fields;
@@ -268,6 +283,19 @@ std::vector<Arg> object_args(std::string_view raw) {
     out.push_back(std::move(arg));
   }
   return out;
+}
+
+// `read()` of the input at `path`, its allocation failures (a text too large for the memory
+// the process may take) told as the error of that file.
+template <typename Read>
+void read_guarded(const std::string& path, Read&& read) {
+  try {
+    read();
+  } catch (const std::bad_alloc&) {
+    import::fail_out_of_memory(path);
+  } catch (const std::length_error&) {
+    import::fail_out_of_memory(path);
+  }
 }
 
 bool is_metadata(const std::vector<Field>& fields, std::string_view name) {
@@ -441,8 +469,10 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
     Input in;
     in.path = paths[i];
     in.position = i;
-    Walker walker(paths[i], import::load_trace_text(paths[i], limits));
-    scan(walker, in);
+    read_guarded(paths[i], [&] {
+      Walker walker(paths[i], import::load_trace_text(paths[i], limits));
+      scan(walker, in);
+    });
     if (in.rank < 0) {
       in.rank = static_cast<std::int64_t>(i);
       in.rank_from_position = true;
@@ -477,8 +507,10 @@ std::vector<MergedRank> merge_traces(const std::vector<std::string>& paths, Sink
   w.append("{\"traceEvents\":[");
   w.set_need_comma(false);
   for (Input& in : inputs) {
-    Walker walker(in.path, import::load_trace_text(in.path, limits));
-    copier.copy(walker, in);
+    read_guarded(in.path, [&] {
+      Walker walker(in.path, import::load_trace_text(in.path, limits));
+      copier.copy(walker, in);
+    });
   }
   w.end_array();
   // What the ranks agree on stays at the top level, where viewers look for it.

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "analysis/counters.h"
 #include "analysis/gpu_work.h"
 #include "export/sink.h"
+#include "import/json_check.h"
 #include "import/trace_text.h"
 #include "json/json_writer.h"
 #include "opscope/error.h"
@@ -183,8 +186,18 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
   // the third rank leaves neither the first two nor a half third.
   std::vector<std::unique_ptr<internal::Sink>> sinks;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const simdjson::padded_string padded = import::load_trace_text(trace_paths[i], limits);
+    simdjson::padded_string padded;
+    try {
+      padded = import::load_trace_text(trace_paths[i], limits);
+    } catch (const std::bad_alloc&) {
+      import::fail_out_of_memory(trace_paths[i]);
+    } catch (const std::length_error&) {
+      import::fail_out_of_memory(trace_paths[i]);
+    }
     const std::string_view text(padded.data(), padded.size());
+    // The text is read again to be copied: checked again, so that what is spliced is the JSON
+    // the reader accepted, even if the file changed since.
+    import::check_trace_json(trace_paths[i], text);
     const TraceEventsEnd end = find_trace_events_end(text, trace_paths[i]);
     std::string counters = counter_events(*ranks[i], drop_last);
     // Into an empty array the first event goes without the comma.

@@ -58,6 +58,7 @@ void EventReader::read_piece(std::string_view text, std::int64_t offset, od::par
     check(
         parser.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc),
         "the events");
+    check_grammar(parser, text, /*root_is_events=*/true);
     od::array events;
     check(doc.get_array().get(events), "an array of events");
     read_each_event(events, piece, 0, [](Piece&) {});

@@ -27,10 +27,12 @@
 #include <utility>
 
 #include "import/importer.h"
+#include "import/json_check.h"
 #include "import/kineto_join.h"
 #include "import/piece_queue.h"
 #include "import/stream_splitter.h"
 #include "import/trace_text.h"
+#include "json/json_reader.h"
 #include "opscope/error.h"
 
 namespace opscope::import {
@@ -91,6 +93,23 @@ void Reader::read_streaming(std::size_t batch_bytes, std::size_t chunk_bytes, bo
       }
     }
     pieces.finish();
+  }
+  if (splitter.stray_comma() >= 0) {
+    fail_json(path_, splitter.stray_comma(), -1, "expected a value", false);
+  }
+  if (splitter.opened() && !splitter.complete()) {
+    // The text ended inside the events: what rest() holds stops at their '[', so it would be
+    // named truncated there, not where the text ends. Unless the events left hold an error
+    // before their end (a bracket too many keeps the array open to the end of the text).
+    std::size_t off = 0;
+    std::string what;
+    if (internal::json_error_at(splitter.pending(), off, what) &&
+        off < splitter.pending().size()) {
+      fail_json(path_, splitter.pending_offset() + static_cast<std::int64_t>(off), -1, what,
+                false);
+    }
+    fail_json(path_, splitter.consumed(), -1, "the text ends inside the \"traceEvents\" array",
+              true);
   }
   if (!splitter.complete()) {
     // No events array closed at the top level: the text (kept whole in rest()) read as one

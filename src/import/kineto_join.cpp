@@ -45,7 +45,19 @@ void Reader::merge(Piece& p) {
     if (t.cpu_ranges > 0) cpu_events_by_pid_[pid] += t.cpu_ranges;
   }
   category_map_.clear();
-  for (std::string_view c : p.categories) category_map_.push_back(builder_.category(c));
+  for (std::string_view c : p.categories) {
+    try {
+      // The builder's own lookup is a linear search (a recording has a handful of
+      // categories); a trace may have thousands, each piece naming them again.
+      const auto [it, added] = category_of_.try_emplace(std::string(c), 0);
+      if (added) it->second = builder_.category(c);
+      category_map_.push_back(it->second);
+    } catch (const Error& e) {
+      // The model's limit (16-bit category numbers), told as this file's error.
+      fail(std::string(e.what()) + "; this trace has more (the 65536th: \"" + std::string(c.substr(0, 200)) +
+           "\")");
+    }
+  }
   for (Event& e : p.events) {
     e.name = keep_name(e.name);
     e.thread = thread_map_[static_cast<std::size_t>(e.thread)];
@@ -99,7 +111,14 @@ void Reader::read_top(bool events_read) {
   place_.doc = std::string_view(json_.data(), json_.size());
   od::parser parser;
   od::document doc;
+  if (json_.size() == 0 || std::string_view(json_.data(), json_.size())
+                                   .find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    fail(std::string(json_.size() == 0 ? kEmptyText : kBlankText));
+  }
+  // A text that does not open an object is no trace, whatever follows: said before its JSON.
+  if (place_.doc[place_.doc.find_first_not_of(" \t\r\n")] != '{') fail(std::string(kNotAnObject));
   check(parser.iterate(json_).get(doc), "the start of the document");
+  check_grammar(parser, place_.doc, /*root_is_events=*/false);
   od::object top;
   if (doc.get_object().get(top) != simdjson::SUCCESS) {
     fail(std::string(kNotAnObject));

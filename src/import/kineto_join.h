@@ -109,6 +109,7 @@ class Reader : public TextWalker {
   std::vector<FlowEnd> flow_ends_;
   std::vector<std::int32_t> thread_map_;          // merge(): a piece's threads, the model's
   std::vector<std::uint16_t> category_map_;       // its categories
+  std::unordered_map<std::string, std::uint16_t> category_of_;  // the model's, by name
   std::vector<std::uint32_t> flow_category_map_;  // its flow categories
   std::vector<std::pair<std::string, std::string>> metadata_;
   std::int64_t rank_ = -1;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <thread>
@@ -25,10 +27,16 @@ namespace {
 // of its own, or the pieces of a plain text of 1 MiB or more parsed on two threads.
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool spare_core,
                                                  const TraceReadOptions& options) {
-  const std::string head = import::read_text_head(path, import::kHeadBytes);
-  ProfilerResult::Builder builder;
-  import::importer_for(head).read(import::TraceText{path, head, spare_core}, builder, options);
-  return builder.finish();
+  try {
+    const std::string head = import::read_text_head(path, import::kHeadBytes);
+    ProfilerResult::Builder builder;
+    import::importer_for(head).read(import::TraceText{path, head, spare_core}, builder, options);
+    return builder.finish();
+  } catch (const std::bad_alloc&) {
+    import::fail_out_of_memory(path);
+  } catch (const std::length_error&) {
+    import::fail_out_of_memory(path);
+  }
 }
 
 }  // namespace

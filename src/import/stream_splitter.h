@@ -59,6 +59,17 @@ class StreamSplitter {
 
   // True when the events array opened and closed.
   bool complete() const { return where_ == Where::kAfter; }
+  // The events gathered since the last piece ("[" + their text), and the offset in the whole
+  // text that its first byte stands for: what a text that ends inside the events array left.
+  std::string_view pending() const { return events_; }
+  std::int64_t pending_offset() const { return events_offset_ - 1; }
+  // The bytes of text fed so far.
+  std::int64_t consumed() const { return consumed_; }
+  // Where a comma of the events array had no event before it (",," or "[,") or after it
+  // ("},]"), between two pieces; -1 when none. A piece is checked whole (check_json), so such a
+  // comma within one is refused there; one that a cut fell on leaves an empty piece, which
+  // only this records.
+  std::int64_t stray_comma() const { return stray_comma_; }
   // True when the events array opened.
   bool opened() const { return where_ != Where::kBefore; }
   // The text without the events ("traceEvents": []): what came before them, up to and with
@@ -131,7 +142,7 @@ class StreamSplitter {
       }
       if (cut != n) {
         events_.append(data + seg, cut - seg);
-        flush(on_events);
+        flush(on_events, consumed_ + static_cast<std::int64_t>(cut), true);
         seg = cut + 1;
         events_offset_ = consumed_ + static_cast<std::int64_t>(seg);
         i = seg;
@@ -144,7 +155,7 @@ class StreamSplitter {
     if (closed_at == n) return n;
     // The events array closes: the last piece, then the text after it.
     events_.append(data + seg, closed_at - seg);
-    flush(on_events);
+    flush(on_events, consumed_ + static_cast<std::int64_t>(closed_at), false);
     where_ = Where::kAfter;
     split_at_ = static_cast<std::int64_t>(rest_.size());
     suffix_offset_ = consumed_ + static_cast<std::int64_t>(closed_at);
@@ -211,9 +222,14 @@ class StreamSplitter {
 
   // Not inlined into feed(): the byte walk stays a small loop of its own (with the reading of a
   // piece inlined into it, the walk ran 30 % slower).
+  // `end`: the text offset of the comma (`at_comma`) or ']' that ends the piece.
   template <typename OnEvents>
-  [[gnu::noinline]] void flush(OnEvents&& on_events) {
-    if (events_.find_first_not_of(" \t\r\n", 1) != std::string::npos) {
+  [[gnu::noinline]] void flush(OnEvents&& on_events, std::int64_t end, bool at_comma) {
+    const bool empty = events_.find_first_not_of(" \t\r\n", 1) == std::string::npos;
+    // An empty piece is an empty array ("[ ]") unless a comma stands before or after it.
+    if (empty && (at_comma || cut_before_) && stray_comma_ < 0) stray_comma_ = end;
+    cut_before_ = at_comma;
+    if (!empty) {
       // The piece as an array of its own, padded as simdjson needs; the buffer is kept for
       // the next piece, so its memory is written fresh once.
       events_.push_back(']');
@@ -291,6 +307,8 @@ class StreamSplitter {
   std::int64_t consumed_ = 0;       // bytes of text before the chunk being fed
   std::int64_t suffix_offset_ = 0;
   std::int64_t split_at_ = INT64_MAX;
+  bool cut_before_ = false;         // the piece being gathered follows a comma
+  std::int64_t stray_comma_ = -1;
 };
 
 }  // namespace opscope::import

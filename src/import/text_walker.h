@@ -17,8 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "import/json_check.h"
 #include "import/trace_text.h"
 #include "import/trace_times.h"
+#include "json/json_reader.h"
 
 namespace opscope::import {
 
@@ -137,7 +139,7 @@ struct Place {
   std::int64_t offset_base = 0;
   std::int64_t split_at = INT64_MAX;
   std::int64_t split_shift = 0;
-  bool streamed = false;  // doc is not the whole text: the strict parser cannot name the byte
+  bool streamed = false;  // doc is not the whole text (a piece, or the keys around the events)
   const char* last_event_at = nullptr;
 
   std::int64_t offset_of(const char* p) const {
@@ -165,10 +167,29 @@ class TextWalker {
     }
   }
   [[noreturn]] void malformed(simdjson::error_code code, const char* expected) const {
-    // The strict parser names the exact byte when the place is the whole text; a piece of a
-    // streamed one is named by its event.
-    fail_malformed(path_, place_.streamed ? std::string_view() : place_.doc, code,
-                   place_.at_event(), expected);
+    // The strict parser names the exact byte of what simdjson refused, in the place's text (a
+    // piece of the events is small, and read again only when it failed).
+    if (code == simdjson::MEMALLOC) fail_out_of_memory(path_);  // simdjson's allocation failed
+    std::size_t off = 0;
+    std::string what;
+    if (!place_.doc.empty() && internal::json_error_at(place_.doc, off, what)) {
+      fail_json(path_, place_.offset_of(place_.doc.data() + off), -1, what,
+                off == place_.doc.size());
+    }
+    fail_malformed(path_, std::string_view(), code, place_.at_event(), expected);
+  }
+  // The strict verdict (json_check.h) on `text`, which `parser` has just iterated: the place's
+  // text, or a piece of the events (`root_is_events`). Every text a read parses is checked
+  // whole, what the read leaves out included, so that the verdict on a file does not depend
+  // on what is read of it.
+  void check_grammar(od::parser& parser, std::string_view text, bool root_is_events) const {
+    JsonFault f;
+    if (check_json(parser, text, root_is_events, f)) [[likely]] {
+      return;
+    }
+    fail_json(path_, place_.offset_of(text.data() + f.at),
+              f.event_at == SIZE_MAX ? -1 : place_.offset_of(text.data() + f.event_at), f.what,
+              f.truncated);
   }
   [[noreturn]] void fail(const std::string& what) const { import::fail(path_, what); }
   std::string at_event() const { return place_.at_event(); }

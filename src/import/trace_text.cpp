@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "import/json_check.h"
 #include "json/json_reader.h"
 #include "opscope/error.h"
 #include "util/thread_start.h"
@@ -27,6 +28,45 @@ namespace opscope::import {
 
 void fail(const std::string& path, const std::string& what) {
   throw Error("cannot read trace " + path + ": " + what);
+}
+
+void fail_out_of_memory(const std::string& path) {
+  fail(path,
+       "out of memory while reading it (the trace needs more memory than this process may "
+       "take: raise the limit, `ulimit -v`, or read fewer traces at once, `--threads 1`)");
+}
+
+namespace {
+
+// What a file that is not a regular file is, for the refusal.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+int open_regular(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, std::string("it is ") + file_kind(st.st_mode) +
+                   ", not a regular file: traces are read from regular files");
+  }
+  // Reads of a regular file never wait; the flag is cleared all the same.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
 }
 
 namespace {
@@ -153,15 +193,13 @@ std::size_t GzipText::read(char* out, std::size_t size) {
 // A plain file is read straight into that buffer and a gzip file inflated straight into it
 // (libdeflate, whose size hint is the gzip trailer), so the text is written once.
 simdjson::padded_string load_trace_text(const std::string& path, const TraceLimits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::strerror(errno));
+  const int fd = open_regular(path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
   const auto size = static_cast<std::size_t>(st.st_size);
   unsigned char magic[2] = {0, 0};
   if (size >= 2) read_all(fd, path, reinterpret_cast<char*>(magic), 2);
@@ -234,8 +272,7 @@ struct TextChunks::Ahead {
 TextChunks::TextChunks(const std::string& path, std::size_t chunk_bytes,
                        std::int64_t whole_gzip_up_to, bool inflate_ahead, const TraceLimits& limits)
     : path_(path), buffer_(std::max<std::size_t>(chunk_bytes, 1)) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) fail(path, std::strerror(errno));
+  fd_ = open_regular(path);
   try {
     open_text(whole_gzip_up_to, inflate_ahead, limits);
   } catch (...) {
@@ -250,7 +287,6 @@ void TextChunks::open_text(std::int64_t whole_gzip_up_to, bool inflate_ahead,
   const std::string& path = path_;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
   unsigned char magic[2] = {0, 0};
   if (st.st_size < 2 || ::pread(fd_, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) {
     return;  // plain text, read from fd_
@@ -355,7 +391,7 @@ std::string_view TextChunks::next() {
 }
 
 std::int64_t trace_text_size(const std::string& path, const TraceLimits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
   struct Closer {
     int fd;
@@ -375,7 +411,7 @@ std::int64_t trace_text_size(const std::string& path, const TraceLimits& limits)
 }
 
 std::string read_text_head(const std::string& path, std::size_t size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return {};
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -421,8 +457,13 @@ simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_vie
 
 void fail_malformed(const std::string& path, std::string_view json, simdjson::error_code code,
                     const std::string& where, const char* expected) {
-  std::string exact;
-  if (!json.empty() && !is_valid_json(json, &exact)) fail(path, "malformed JSON: " + exact);
+  // simdjson allocates without throwing and says so: the file is not malformed.
+  if (code == simdjson::MEMALLOC) fail_out_of_memory(path);
+  std::size_t off = 0;
+  std::string what;
+  if (!json.empty() && internal::json_error_at(json, off, what)) {
+    fail_json(path, static_cast<std::int64_t>(off), -1, what, off == json.size());
+  }
   fail(path,
        "malformed JSON" + where + ": expected " + expected + "; " + simdjson::error_message(code));
 }

@@ -64,6 +64,17 @@ class GzipText {
   bool ended_ = false;
 };
 
+// Throws Error "cannot read trace PATH: out of memory ...": what an allocation failure (a
+// std::bad_alloc, or a std::length_error from a size the file gave) while reading a trace
+// becomes, so that the tool and Python name the file rather than abort or raise MemoryError.
+[[noreturn]] void fail_out_of_memory(const std::string& path);
+
+// The file at `path` opened for reading (O_CLOEXEC), or Error "cannot read trace PATH: ..."
+// when it cannot be, or is not a regular file: it is opened without waiting (O_NONBLOCK, so
+// that a FIFO with no writer does not hang the open) and refused with what it is ("a FIFO
+// (named pipe)", "a directory", "a character device", ...).
+int open_regular(const std::string& path);
+
 // The bytes of the file at `path`, inflated when they are gzip (by content, not by name; every
 // member of a multi-member file), in a buffer padded as simdjson needs. A plain file is read
 // straight into that buffer and a gzip file inflated straight into it (libdeflate, sized by
@@ -125,6 +136,13 @@ std::string read_text_head(const std::string& path, std::size_t size);
 // next token, so it is trimmed); simdjson's error when the value is not well formed. By reference:
 // a copy of the value, read whole right after the narrower stores that built it, stalls.
 simdjson::error_code raw_json_text(simdjson::ondemand::value& v, std::string_view& out);
+
+// What a trace file with no text is told (the importers, merge, --augment).
+inline constexpr std::string_view kEmptyText =
+    "the file is empty (0 bytes of text; a Chrome trace is a JSON object: {\"traceEvents\": "
+    "[...]})";
+inline constexpr std::string_view kBlankText =
+    "the text is only whitespace (a Chrome trace is a JSON object: {\"traceEvents\": [...]})";
 
 // Throws Error "cannot read trace PATH: malformed JSON...": where the strict parser
 // (is_valid_json) finds the first problem in `json` (empty: not asked), when it does (simdjson

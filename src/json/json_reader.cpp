@@ -362,6 +362,17 @@ JsonValue parse_json(std::string_view text) {
   return out;
 }
 
+bool json_error_at(std::string_view text, std::size_t& offset, std::string& what) {
+  try {
+    Parser(text).document(nullptr);
+  } catch (const ParseError& e) {
+    offset = e.offset;
+    what = e.what;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace opscope::internal
 
 namespace opscope {

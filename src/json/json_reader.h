@@ -12,6 +12,7 @@
 // the byte offset of the first problem.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -60,6 +61,11 @@ class JsonValue {
 
 // Parses one JSON document. Throws opscope::Error("invalid JSON at byte N: ...").
 JsonValue parse_json(std::string_view text);
+
+// Where the strict parser finds `text` not to be one JSON value: false when it is; else true,
+// the byte offset of the first problem in `offset` and what it is in `what` ("expected ':'
+// after an object key"). For readers that report the byte in terms of a larger text.
+bool json_error_at(std::string_view text, std::size_t& offset, std::string& what);
 
 // The name of a type, for messages ("object", "string", ...).
 std::string_view json_type_name(JsonValue::Type type) noexcept;
