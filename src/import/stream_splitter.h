@@ -81,10 +81,9 @@ class StreamSplitter {
   std::int64_t split_shift() const { return suffix_offset_ - split_at_; }
   // The bytes of the piece being gathered (whole events up to the piece's size, then the one
   // that crosses it), and the text offset it starts at: what TraceLimits::max_event_bytes
-  // is checked against. The bytes of text fed so far.
+  // is checked against (consumed(), above, is how much text was fed).
   std::size_t gathering() const { return events_.size(); }
   std::int64_t gathering_from() const { return events_offset_; }
-  std::int64_t consumed() const { return consumed_; }
 
  private:
   enum class Where { kBefore, kEvents, kAfter };
