@@ -282,8 +282,8 @@ TEST(TraceTimes, KeyAveragesTotalsPastInt64Saturate) {
 // reports), analyze --report temporal, analyze diff and merge; merge writes nothing.
 TEST(TraceTimes, EveryCommandRefusesInTheSameWords) {
   // Under 1 GB of address space, as containers and batch jobs run it (the refusal allocates
-  // nothing large); not under ASan, whose shadow memory needs far more address space.
-#if defined(__SANITIZE_ADDRESS__)
+  // nothing large); not under ASan or TSan, whose shadow memory needs far more address space.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   const std::string limit;
 #else
   const std::string limit = "ulimit -v 1000000; ";
