@@ -387,7 +387,8 @@ def get_gpu_user_annotation_breakdown(
                            allowlist_names)
         one["rank"] = int(rank)
         frames.append(one)
-    df = pd.concat(frames, ignore_index=True)
+    # HTA's column order: that of the empty frame it concatenates the ranks' onto.
+    df = pd.concat(frames, ignore_index=True)[["name", "sum", "max", "min", "std", "mean", "rank"]]
     df = df.sort_values(by=["rank", "name"], ignore_index=True, kind="mergesort")
     df = df.rename(columns={"sum": "sum (us)", "mean": "mean (us)", "max": "max (us)",
                             "min": "min (us)", "std": "stddev"})
@@ -455,7 +456,8 @@ def get_aten_op_kernels_and_delay(
     self, ranks: Optional[List[int]] = None, sort_by: Optional[List[str]] = None
 ) -> Dict[int, pd.DataFrame]:
     """{rank: DataFrame} (``ranks`` defaults to [0]): per ATen operator and the kernel sequence
-    its instances launched (" -> " between kernel names), occurrence_count and the mean delays
+    its instances launched (" -> " between kernel names, in launch order: HTA takes the order of
+    the trace file, which can run backwards in time), occurrence_count and the mean delays
     of the first launch (us, 3 decimals): avg_aten_op_launch_delay from the operator's start to
     the launch call's, avg_runtime_delay from the call's start to the kernel's. Sorted
     descending by ``sort_by`` (default ["occurrence_count"]). Like HTA, it shows the table as a
@@ -598,7 +600,6 @@ def idle_interval_stats(intervals: pd.DataFrame, ranks: List[int],
             one = one[one["stream"].isin(list(streams))]
         frames.append(one)
     df = pd.concat(frames).set_index("idle_category")
-    df.index.name = None
     df = df[["rank", "stream", "count", "mean", "std", "min", "25%", "50%", "75%", "max"]]
     df = df.astype({"count": "float64"})
     return df.round(2)
