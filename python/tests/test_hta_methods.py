@@ -278,7 +278,8 @@ def test_every_visualize_draws(hta, shown):
     assert {type(d).__name__ for f in shown for d in f.data} == {"Histogram"}
     assert shown[0].layout.title.text.startswith("Short GPU kernels")
     shown.clear()
-    ours.get_frequent_cuda_kernel_sequences("aten::", "/nonexistent", visualize=True)
+    ours.get_frequent_cuda_kernel_sequences("aten::linear", "/nonexistent", min_pattern_len=2,
+                                            visualize=True)
     assert shown and shown[0].layout.title.text.startswith("Top 5 frequent patterns")
 
 
