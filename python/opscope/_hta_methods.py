@@ -11,6 +11,7 @@ methods to the classes of opscope.analysis, which imports this module last.
 import os
 import random
 import re
+from enum import Enum
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -620,6 +621,15 @@ def get_queue_length_summary_from_time_series(
 
 
 # --- LabeledTrace and TraceDiff -------------------------------------------------------------
+
+
+class DeviceType(Enum):
+    """HTA's hta.trace_diff.DeviceType: which events TraceDiff compares (HTA's own enum, or the
+    strings "CPU", "GPU", "ALL", are taken as well)."""
+
+    CPU = 1
+    GPU = 2
+    ALL = 3
 
 
 class LabeledTrace:

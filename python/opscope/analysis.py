@@ -41,7 +41,7 @@ import pandas as pd
 
 from . import _C
 
-__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace"]
+__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -661,6 +661,6 @@ class TraceDiff:
 
 # --- The rest of HTA's API (python/opscope/_hta_methods.py) ---------------------------------
 from . import _hta_methods  # noqa: E402  (it reads this module's helpers)
-from ._hta_methods import LabeledTrace, SymbolTable, TraceView  # noqa: E402,F401
+from ._hta_methods import DeviceType, LabeledTrace, SymbolTable, TraceView  # noqa: E402,F401
 
 _hta_methods.install(TraceAnalysis, TraceDiff)

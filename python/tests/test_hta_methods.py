@@ -224,6 +224,10 @@ def test_labeled_trace_and_trace_diff_take_htas_labeled_trace(hta, shown):
                 assert list(got["counts_change_categories"]) == list(
                     want["counts_change_categories"])
                 assert np.allclose(got["diff_duration"], want["diff_duration"])
+        from opscope.analysis import DeviceType as OurDeviceType
+
+        assert (TraceDiff.compare_traces(c, t, 1, 1, 1010, 1010, OurDeviceType.GPU).to_dict()
+                == TraceDiff.compare_traces(c, t, 1, 1, 1010, 1010, DeviceType.GPU).to_dict())
         assert TraceDiff.ops_diff(c, t, 1, 1, 1010, 1010, DeviceType.CPU) == HtaDiff.ops_diff(
             HtaLabeled(label="B", trace_dir=base), HtaLabeled(label="T", trace_dir=test),
             1, 1, 1010, 1010, DeviceType.CPU)
