@@ -280,15 +280,9 @@ class TraceView:
         self.trace_files: Dict[int, str] = dict(analysis.trace_files)
         self.trace_path = os.path.dirname(next(iter(self.trace_files.values()), ""))
         self.is_parsed = True
-        events = job_tables(analysis, "events")["events"]
-        # One table of symbols for names and categories, as HTA's.
-        codes, symbols = pd.factorize(pd.concat([events["name"], events["cat"]],
-                                                ignore_index=True))
-        self.symbol_table = SymbolTable(list(symbols))
-        n = len(events)
-        frame = events.drop(columns=["name", "cat"])
-        frame["name"] = codes[:n].astype("int64")
-        frame["cat"] = codes[n:].astype("int64")
+        tables = job_tables(analysis, "events")
+        frame = tables["events"]
+        self.symbol_table = SymbolTable(list(tables["symbols"]["symbol"]))
         columns = ["index", "ts", "dur", "pid", "tid", "name", "cat", "stream", "correlation",
                    "index_correlation", "iteration", "parent", "depth"]
         self.traces: Dict[int, pd.DataFrame] = {}

@@ -134,13 +134,19 @@ TEST_F(HtaMethodReports, CuptiRangesTakeTheNthLaunchsOperators) {
 
 TEST_F(HtaMethodReports, EventsAreHtasFrame) {
   const Report r = table("events", "events");
+  const Report symbols = table("events", "symbols");
+  // Names and categories are ids of the symbols table, each string once.
+  const auto name = [&](std::size_t row, const char* column) {
+    return text(symbols, static_cast<std::size_t>(num(r, row, column)), "symbol");
+  };
+  EXPECT_EQ(symbols.rows.size(), 15u);  // 9 names, 6 categories
   ASSERT_EQ(r.rows.size(), 15u);  // every complete event with a category
   std::size_t launch = 0, k1 = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     EXPECT_EQ(num(r, i, "index"), static_cast<double>(i));
     if (i > 0) EXPECT_LE(num(r, i - 1, "ts"), num(r, i, "ts"));  // in time order
-    if (text(r, i, "name") == "cudaLaunchKernel" && num(r, i, "correlation") == 1) launch = i;
-    if (text(r, i, "name") == "k1" && text(r, i, "cat") == "kernel") k1 = i;
+    if (name(i, "name") == "cudaLaunchKernel" && num(r, i, "correlation") == 1) launch = i;
+    if (name(i, "name") == "k1" && name(i, "cat") == "kernel") k1 = i;
   }
   EXPECT_EQ(num(r, launch, "index_correlation"), static_cast<double>(k1));
   EXPECT_EQ(num(r, k1, "index_correlation"), static_cast<double>(launch));

@@ -1,12 +1,13 @@
 // The "events" report: the rows of Holistic Trace Analysis's trace DataFrame
 // (hta/common/trace.py, Trace.get_trace), one per event its parser keeps, with the columns its
-// analyzers read. The Python package builds HTA's Trace-shaped view (TraceAnalysis.t, the
+// analyzers read; names and categories are ids into the "symbols" table, as in HTA's frame. The Python package builds HTA's Trace-shaped view (TraceAnalysis.t, the
 // symbol table, get_trace) and LabeledTrace.extract_ops from it; `opscope analyze --report
 // events --format csv` gives the same table to any other tool.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -39,10 +40,19 @@ std::int64_t job_start(Ranks ranks, bool drop_last) {
   return first == std::numeric_limits<std::int64_t>::max() ? 0 : first;
 }
 
-Report trace_events(Ranks ranks, const ReportOptions& options) {
+std::vector<Report> trace_events(Ranks ranks, const ReportOptions& options) {
   const bool drop_last = internal::drop_last_step(ranks, options);
   const std::int64_t start = job_start(ranks, drop_last);
-  return internal::per_rank_report(
+  // HTA's symbol table: one id per distinct name or category over the job, in the order met
+  // (the frames hold ids; a million events have a few thousand names).
+  std::unordered_map<std::string_view, std::int64_t> ids;
+  std::vector<std::string_view> symbols;
+  const auto id_of = [&](std::string_view s) {
+    const auto [it, added] = ids.try_emplace(s, static_cast<std::int64_t>(symbols.size()));
+    if (added) symbols.push_back(s);
+    return it->second;
+  };
+  Report table = internal::per_rank_report(
       "events",
       {"rank", "index", "ts", "dur", "name", "cat", "pid", "tid", "stream", "correlation",
        "index_correlation", "iteration", "parent", "depth"},
@@ -93,11 +103,21 @@ Report trace_events(Ranks ranks, const ReportOptions& options) {
           }
           const ThreadInfo& thread = r.threads()[static_cast<std::size_t>(e.thread)];
           add({rank, static_cast<std::int64_t>(i), internal::us(e.start_ns - start),
-               internal::us(e.duration_ns()), std::string(e.name), std::string(r.category(e)),
+               internal::us(e.duration_ns()), id_of(e.name), id_of(r.category(e)),
                r.pid_of(thread), static_cast<std::int64_t>(thread.tid),
                stream, c, other, iteration[static_cast<std::size_t>(kept[i])], parent, depth});
         }
       });
+  Report names;
+  names.name = "symbols";
+  names.columns = {"id", "symbol"};
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    names.rows.push_back({static_cast<std::int64_t>(i), std::string(symbols[i])});
+  }
+  std::vector<Report> out;
+  out.push_back(std::move(table));
+  out.push_back(std::move(names));
+  return out;
 }
 
 }  // namespace
@@ -110,12 +130,13 @@ const ReportEntry& events_report_row() {
       .kind = {.name = "events",
                .hta = "Trace.get_trace",
                .summary = "per rank: every event of HTA's trace DataFrame (ts from the job's "
-                          "first event, dur in us, name, cat, pid, tid, stream, correlation, "
-                          "index_correlation, iteration, parent row, depth)",
+                          "first event, dur in us, name and cat as ids of the symbols table, "
+                          "pid, tid, stream, correlation, index_correlation, iteration, parent "
+                          "row, depth)",
                .reads_cpu_range_args = true,
                .reads_cpu_ranges = true},
       .order = 200,
-      .run = one_table<trace_events>};
+      .run = trace_events};
   return row;
 }
 
