@@ -485,7 +485,7 @@ def get_cupti_counter_data_with_operators(self, ranks: Optional[List[int]] = Non
         df = table[table["rank"] == rank].drop(columns="rank").reset_index(drop=True)
         if df.empty:
             continue
-        df["op_stack"] = [s.split("\n") if s else [] for s in df["op_stack"]]
+        df["op_stack"] = [s.split(" | ") if s else [] for s in df["op_stack"]]
         out.append(df)
     return out
 

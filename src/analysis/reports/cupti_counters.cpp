@@ -8,8 +8,8 @@
 // and launches differ has no rows (HTA logs an error and leaves the rank out).
 //
 // Table "cupti_counters": rank, ts (us from the job's first event, as the "events" report),
-// dur, name, cat, pid, tid, op_stack (the operator names joined by newlines: a cell is one
-// value; the Python method splits it into HTA's list), top_level_op, bottom_level_op, then one
+// dur, name, cat, pid, tid, op_stack (the operator names joined by " | ": a cell is one value;
+// the Python method splits it into HTA's list), top_level_op, bottom_level_op, then one
 // column per counter the ranges name, in the order first met (an integer column when every
 // range gives it an integer, else a float one with NaN where a range lacks it).
 #include <algorithm>
@@ -101,7 +101,7 @@ std::vector<Report> cupti_counters(Ranks ranks, const ReportOptions& options) {
       }
       std::string joined;
       for (const std::string_view name : stack) {
-        if (!joined.empty()) joined += '\n';
+        if (!joined.empty()) joined += " | ";
         joined += name;
       }
       const ThreadInfo& thread = r.threads()[static_cast<std::size_t>(e.thread)];
