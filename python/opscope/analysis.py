@@ -324,7 +324,8 @@ class TraceAnalysis:
         consecutive_kernel_delay: int = 30,
     ) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
         """Per rank and stream, the GPU's idle time by cause (host_wait, kernel_wait, other), as
-        (DataFrame, None), or (DataFrame, interval statistics) with show_idle_interval_stats. ``ranks`` defaults to [0], as in HTA; ``streams`` to every stream.
+        (DataFrame, None), or (DataFrame, interval statistics) with show_idle_interval_stats.
+        ``ranks`` defaults to [0], as in HTA; ``streams`` to every stream.
         ``consecutive_kernel_delay`` is in us (HTA's docstring says ns; its code uses us).
         ``show_idle_interval_stats=True``: the second table is HTA's, per rank, stream and
         idle category (the index), describe() of the idle intervals (us, 2 decimals)."""

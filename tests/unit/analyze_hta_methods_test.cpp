@@ -140,7 +140,7 @@ TEST_F(HtaMethodReports, EventsAreHtasFrame) {
     return text(symbols, static_cast<std::size_t>(num(r, row, column)), "symbol");
   };
   EXPECT_EQ(symbols.rows.size(), 15u);  // 9 names, 6 categories
-  ASSERT_EQ(r.rows.size(), 15u);  // every complete event with a category
+  ASSERT_EQ(r.rows.size(), 15u);        // every complete event with a category
   std::size_t launch = 0, k1 = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     EXPECT_EQ(num(r, i, "index"), static_cast<double>(i));

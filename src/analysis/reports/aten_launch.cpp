@@ -103,7 +103,8 @@ Report aten_op_kernels(Ranks ranks, const ReportOptions& options) {
           if (op < 0) continue;
           const Event& o = events[static_cast<std::size_t>(op)];
           const Event& kernel = events[static_cast<std::size_t>(it->second)];
-          const auto tid = static_cast<std::int64_t>(r.threads()[static_cast<std::size_t>(o.thread)].tid);
+          const auto tid =
+              static_cast<std::int64_t>(r.threads()[static_cast<std::size_t>(o.thread)].tid);
           Instance& inst = instances[{tid, o.name, o.start_ns}];
           if (inst.kernels.empty()) {
             inst.first_op_delay = call.start_ns - o.start_ns;

@@ -37,7 +37,7 @@ constexpr std::string_view kRangeCategory = "cuda_profiler_range";
 
 struct Row {
   std::int64_t rank;
-  std::vector<ReportCell> cells;                        // the fixed columns
+  std::vector<ReportCell> cells;                                      // the fixed columns
   std::vector<std::pair<std::string, internal::JsonValue>> counters;  // the args
 };
 
@@ -128,8 +128,8 @@ std::vector<Report> cupti_counters(Ranks ranks, const ReportOptions& options) {
 
   Report report;
   report.name = "cupti_counters";
-  report.columns = {"rank", "ts", "dur", "name", "cat", "pid", "tid", "op_stack",
-                    "top_level_op", "bottom_level_op"};
+  report.columns = {"rank", "ts",  "dur",      "name",         "cat",
+                    "pid",  "tid", "op_stack", "top_level_op", "bottom_level_op"};
   const std::size_t fixed = report.columns.size();
   // The counters' columns in the order first met, and whether each is integer everywhere.
   std::map<std::string, std::size_t> column_of;

@@ -1,8 +1,9 @@
 // The "events" report: the rows of Holistic Trace Analysis's trace DataFrame
 // (hta/common/trace.py, Trace.get_trace), one per event its parser keeps, with the columns its
-// analyzers read; names and categories are ids into the "symbols" table, as in HTA's frame. The Python package builds HTA's Trace-shaped view (TraceAnalysis.t, the
-// symbol table, get_trace) and LabeledTrace.extract_ops from it; `opscope analyze --report
-// events --format csv` gives the same table to any other tool.
+// analyzers read; names and categories are ids into the "symbols" table, as in HTA's frame. The
+// Python package builds HTA's Trace-shaped view (TraceAnalysis.t, the symbol table, get_trace) and
+// LabeledTrace.extract_ops from it; `opscope analyze --report events --format csv` gives the same
+// table to any other tool.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -103,9 +104,9 @@ std::vector<Report> trace_events(Ranks ranks, const ReportOptions& options) {
           }
           const ThreadInfo& thread = r.threads()[static_cast<std::size_t>(e.thread)];
           add({rank, static_cast<std::int64_t>(i), internal::us(e.start_ns - start),
-               internal::us(e.duration_ns()), id_of(e.name), id_of(r.category(e)),
-               r.pid_of(thread), static_cast<std::int64_t>(thread.tid),
-               stream, c, other, iteration[static_cast<std::size_t>(kept[i])], parent, depth});
+               internal::us(e.duration_ns()), id_of(e.name), id_of(r.category(e)), r.pid_of(thread),
+               static_cast<std::int64_t>(thread.tid), stream, c, other,
+               iteration[static_cast<std::size_t>(kept[i])], parent, depth});
         }
       });
   Report names;

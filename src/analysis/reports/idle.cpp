@@ -40,8 +40,14 @@ std::vector<ReportCell> describe(std::vector<double> v) {
   const double mean = sum / n;
   double ss = 0;
   for (const double x : v) ss += (x - mean) * (x - mean);
-  return {static_cast<std::int64_t>(v.size()), mean, v.size() > 1 ? std::sqrt(ss / (n - 1)) : nan,
-          v.front(), q(0.25), q(0.5), q(0.75), v.back()};
+  return {static_cast<std::int64_t>(v.size()),
+          mean,
+          v.size() > 1 ? std::sqrt(ss / (n - 1)) : nan,
+          v.front(),
+          q(0.25),
+          q(0.5),
+          q(0.75),
+          v.back()};
 }
 
 // The idle table, and with `intervals` HTA's show_idle_interval_stats table ("idle_intervals":
@@ -132,7 +138,7 @@ Report idle_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
   if (intervals != nullptr) {
     intervals->name = "idle_intervals";
     intervals->columns = {"rank", "stream", "idle_category", "count", "mean", "std",
-                          "min", "25%", "50%", "75%", "max"};
+                          "min",  "25%",    "50%",           "75%",   "max"};
     internal::sort_by_rank(interval_rows);
     for (auto& [rank, row] : interval_rows) intervals->rows.push_back(std::move(row));
   }
@@ -179,9 +185,10 @@ const ReportEntry& idle_report_row() {
   static const ReportEntry row{
       .kind = {.name = "idle",
                .hta = "get_idle_time_breakdown",
-               .summary = "per rank and stream: the gaps between GPU work by cause: host_wait "
-                          "(launched after the previous kernel ended), kernel_wait (back to back, "
-                          "under 30 us), other; and describe() of the gaps of each (idle_intervals)",
+               .summary =
+                   "per rank and stream: the gaps between GPU work by cause: host_wait "
+                   "(launched after the previous kernel ended), kernel_wait (back to back, "
+                   "under 30 us), other; and describe() of the gaps of each (idle_intervals)",
                .options = kOptions,
                .methods = kMethods},
       .order = 20,
