@@ -76,6 +76,17 @@ struct TraceReadOptions {
   // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
   // writes them back.
   bool other_args = true;
+  // HTA's rounding (Holistic Trace Analysis, hta/common/trace_parser.py
+  // round_down_time_stamps): when the trace's "ts" column is fractional (some event writes its
+  // ts as a JSON number with a fraction or an exponent, or has no ts at all: pandas then reads
+  // the column as float64), every event is rounded inward to whole microseconds with HTA's
+  // double arithmetic: ts = ceil(ts), end = floor(ts + dur), dur = end - ts, which is negative
+  // when the event held no whole microsecond (kept so: HTA's sums count it). An event without
+  // a dur (an instant, a flow's end) gets ceil(ts). A trace whose ts are all whole is left as
+  // it is, as HTA leaves it (a fractional dur too). Off: the nanoseconds as written (opscope's
+  // default; HTA's with HTA_DISABLE_NS_ROUNDING=1). The Python API turns it on unless
+  // HTA_DISABLE_NS_ROUNDING=1; `opscope analyze --hta-rounding`.
+  bool hta_rounding = false;
   // How far it reads into a hostile file.
   TraceLimits limits;
 };

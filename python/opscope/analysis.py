@@ -53,9 +53,17 @@ _DEFAULT_TRACE_DIR = "/tmp/trace"
 # opscope.analysis) rather than by value.
 
 
-def _read(path: str, max_gzip_ratio: float, max_event_size: int) -> "_C.TraceFile":
+def _read(
+    path: str, max_gzip_ratio: float, max_event_size: int, hta_rounding: bool = False
+) -> "_C.TraceFile":
     """One rank's trace, read on the worker that will analyze it."""
-    return _C.TraceFile(path, max_gzip_ratio, max_event_size)
+    return _C.TraceFile(path, max_gzip_ratio, max_event_size, hta_rounding)
+
+
+def hta_rounding_default() -> bool:
+    """Whether HTA rounds a trace's timestamps now: unless ``HTA_DISABLE_NS_ROUNDING=1``
+    (hta/configs/env_options.py reads the flag as on only when it is exactly "1")."""
+    return os.environ.get("HTA_DISABLE_NS_ROUNDING", "0") != "1"
 
 
 def _step_names(trace: "_C.TraceFile") -> List[str]:
@@ -165,11 +173,14 @@ class TraceAnalysis:
         client: Any = None,
         max_gzip_ratio: float = 100,
         max_event_size: int = 64 << 20,
+        hta_rounding: Optional[bool] = None,
     ) -> None:
         trace_dir = _DEFAULT_TRACE_DIR if trace_dir is None else str(trace_dir)
+        # HTA's numbers by default: its rounding unless HTA_DISABLE_NS_ROUNDING=1, read now.
+        self.hta_rounding = hta_rounding_default() if hta_rounding is None else bool(hta_rounding)
         paths, given_ranks = self._trace_paths(trace_files, trace_dir)
         self._client = client
-        limits = (max_gzip_ratio, max_event_size)
+        limits = (max_gzip_ratio, max_event_size, self.hta_rounding)
         if client is None:
             self._traces = [_C.TraceFile(p, *limits) for p in paths]
             own_ranks = [t.rank for t in self._traces]
