@@ -54,16 +54,20 @@ _DEFAULT_TRACE_DIR = "/tmp/trace"
 
 
 def _read(
-    path: str, max_gzip_ratio: float, max_event_size: int, hta_rounding: bool = False
+    path: str, max_gzip_ratio: float, max_event_size: int, times: str = "ns"
 ) -> "_C.TraceFile":
     """One rank's trace, read on the worker that will analyze it."""
-    return _C.TraceFile(path, max_gzip_ratio, max_event_size, hta_rounding)
+    return _C.TraceFile(path, max_gzip_ratio, max_event_size, times)
 
 
-def hta_rounding_default() -> bool:
-    """Whether HTA rounds a trace's timestamps now: unless ``HTA_DISABLE_NS_ROUNDING=1``
-    (hta/configs/env_options.py reads the flag as on only when it is exactly "1")."""
-    return os.environ.get("HTA_DISABLE_NS_ROUNDING", "0") != "1"
+_TIMES = ("hta", "hta_float", "ns")
+
+
+def hta_times() -> str:
+    """How HTA holds a trace's times now: "hta" (rounded inward to whole microseconds) unless
+    ``HTA_DISABLE_NS_ROUNDING=1`` (hta/configs/env_options.py takes the flag as set only when
+    it is exactly "1"), then "hta_float" (the doubles it reads)."""
+    return "hta_float" if os.environ.get("HTA_DISABLE_NS_ROUNDING", "0") == "1" else "hta"
 
 
 def _step_names(trace: "_C.TraceFile") -> List[str]:
@@ -173,14 +177,16 @@ class TraceAnalysis:
         client: Any = None,
         max_gzip_ratio: float = 100,
         max_event_size: int = 64 << 20,
-        hta_rounding: Optional[bool] = None,
+        times: Optional[str] = None,
     ) -> None:
         trace_dir = _DEFAULT_TRACE_DIR if trace_dir is None else str(trace_dir)
         # HTA's numbers by default: its rounding unless HTA_DISABLE_NS_ROUNDING=1, read now.
-        self.hta_rounding = hta_rounding_default() if hta_rounding is None else bool(hta_rounding)
+        if times is not None and times not in _TIMES:
+            raise ValueError(f"times is one of {_TIMES} or None (HTA's), not {times!r}")
+        self.times: str = hta_times() if times is None else times
         paths, given_ranks = self._trace_paths(trace_files, trace_dir)
         self._client = client
-        limits = (max_gzip_ratio, max_event_size, self.hta_rounding)
+        limits = (max_gzip_ratio, max_event_size, self.times)
         if client is None:
             self._traces = [_C.TraceFile(p, *limits) for p in paths]
             own_ranks = [t.rank for t in self._traces]

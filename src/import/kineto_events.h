@@ -76,7 +76,7 @@ struct Piece {
   std::uint64_t skipped = 0;   // events of a phase the model does not hold
   bool memory_events = false;  // some "[memory]" event was read
   // What the events' ts say of HTA's "ts" column (TsColumn bits, trace_times.h): asked only
-  // with TraceReadOptions::hta_rounding.
+  // when TraceReadOptions::times is one of HTA's.
   std::uint8_t ts_column = 0;
   std::exception_ptr error;    // what stopped the reading (after the events before it)
 

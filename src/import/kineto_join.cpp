@@ -269,11 +269,23 @@ inline void Reader::hand_over_flows() {
   flow_ends_ = {};
 }
 
-// TraceReadOptions::hta_rounding: the whole trace rounded as HTA rounds it, once its "ts"
-// column is known to be float (trace_times.h), before the model nests the events by their
-// rounded times (as HTA's analyses then see them).
+// TraceReadOptions::times: the whole trace's times as HTA holds them, once its "ts" column is
+// known to be float (trace_times.h), before the model nests the events by those times (as
+// HTA's analyses see them).
 void Reader::round_as_hta() {
-  if (!options_.hta_rounding || ts_column_ != static_cast<std::uint8_t>(TsColumn::kFloat)) return;
+  if (options_.times == TraceTimes::kNanoseconds ||
+      ts_column_ != static_cast<std::uint8_t>(TsColumn::kFloat)) {
+    return;
+  }
+  if (options_.times == TraceTimes::kHtaFloat) {
+    builder_.apply_links([](Event& e) {
+      const std::int64_t dur = e.end_ns - e.start_ns;
+      e.start_ns = hta_float_ns(e.start_ns);
+      e.end_ns = e.start_ns + dur;
+    });
+    for (FlowEnd& f : flow_ends_) f.ts = hta_float_ns(f.ts);
+    return;
+  }
   builder_.apply_links([](Event& e) {
     if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) {
       // No dur: HTA's end and dur are NaN, its ts the ceiling.

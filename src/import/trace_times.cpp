@@ -103,6 +103,14 @@ std::int64_t ns_of_whole_micros(double us) { return static_cast<std::int64_t>(us
 
 std::int64_t hta_ceil_ns(std::int64_t ns) { return ns_of_whole_micros(std::ceil(micros_of(ns))); }
 
+std::int64_t hta_float_ns(std::int64_t ns) {
+  const double us = micros_of(ns);
+  // The whole microseconds and the fraction apart, each exact: the double's fraction is a
+  // multiple of its step, so its thousandths are the nanoseconds it stands for.
+  const double whole = std::trunc(us);
+  return ns_of_whole_micros(whole) + std::llround((us - whole) * 1000.0);
+}
+
 void hta_round_event(std::int64_t& start_ns, std::int64_t& end_ns) {
   const double ts = micros_of(start_ns);
   const double dur = micros_of(end_ns - start_ns);

@@ -46,7 +46,7 @@ constexpr bool end_in_range(std::int64_t ts, std::int64_t dur) {
   return time_in_range(ts + (dur > 0 ? dur : 0));
 }
 
-// --- HTA's rounding (TraceReadOptions::hta_rounding) ----------------------------------------
+// --- HTA's times (TraceReadOptions::times, TraceTimes) -----------------------------------------
 //
 // HTA (hta/common/trace_parser.py, round_down_time_stamps) reads the events into a pandas
 // frame and, when its "ts" column is float64, rounds every event inward in doubles of
@@ -69,6 +69,9 @@ std::int64_t hta_ceil_ns(std::int64_t ns);
 // HTA's rounding of a complete event [start_ns, end_ns): start = ceil(ts), end =
 // floor(ts + dur) with the sum taken in doubles, as pandas takes it. end may fall before start.
 void hta_round_event(std::int64_t& start_ns, std::int64_t& end_ns);
+// A time as HTA holds it with HTA_DISABLE_NS_ROUNDING=1: the double Python reads from its text,
+// in nanoseconds (a multiple of 250 ns at today's epoch microseconds).
+std::int64_t hta_float_ns(std::int64_t ns);
 
 // Where a refused time stands, for its message: the byte offset of its value and of its
 // event in the (inflated) text, and the event's name when it has one.
