@@ -485,18 +485,30 @@ class TraceAnalysis:
         self,
         queue_length_dict: Optional[Dict[int, pd.DataFrame]],
         max_queue_length: int = 1024,
+        all_streams: bool = False,
     ) -> Optional[pd.DataFrame]:
-        """Per rank (the keys of ``queue_length_dict``, HTA's argument) and stream whose launch
-        queue reached ``max_queue_length``: duration_at_max_queue_length (us) and its share of
-        the rank's trace. HTA keeps only the last such stream of each rank; this lists every
-        one. None when no queue was full, as in HTA."""
+        """Per rank (the keys of ``queue_length_dict``, HTA's argument) whose launch queue
+        reached ``max_queue_length`` on some stream: that stream, duration_at_max_queue_length
+        (us) and its share of the rank's trace. HTA's answer by default: one row per rank, for
+        the stream of the highest number among those that reached it (HTA goes through the
+        streams in order and keeps the last), and an empty DataFrame when no queue was full.
+        ``all_streams=True``: opscope's fuller table, a row for every such stream (as
+        ``opscope analyze --report queue`` prints it). None when ``queue_length_dict`` is
+        None."""
         self._require("queue", "get_time_spent_blocked_on_full_queue")
-        if not queue_length_dict:
+        if queue_length_dict is None:
             return None
+        columns = ["rank", "stream", "duration_at_max_queue_length",
+                   "relative_duration_at_max_queue_length"]
+        if not queue_length_dict:
+            return pd.DataFrame(columns=columns)
         table = self._report(
             "queue", {"max_queue_length": int(max_queue_length)}, sorted(queue_length_dict)
         )["queue_full"]
-        return None if table.empty else table.reset_index(drop=True)
+        table = table.sort_values(by=["rank", "stream"], kind="mergesort", ignore_index=True)
+        if not all_streams:
+            table = table.groupby("rank", sort=True).tail(1)
+        return table.reset_index(drop=True)
 
     def generate_trace_with_counters(
         self,
