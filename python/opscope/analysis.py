@@ -34,6 +34,7 @@ Differences from HTA, each deliberate:
 This module imports pandas; ``import opscope`` does not import it (nor this module).
 """
 
+import logging
 import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -43,6 +44,8 @@ import pandas as pd
 from . import _C
 
 __all__ = ["TraceAnalysis", "TraceDiff"]
+
+_log = logging.getLogger("opscope.analysis")
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -234,8 +237,11 @@ class TraceAnalysis:
             return name if os.path.isabs(name) else os.path.join(trace_dir, name)
 
         if trace_files is None:
+            # HTA (hta/common/trace_file.py get_trace_files) logs a missing or empty folder and
+            # builds an analyzer without traces, rather than raising.
             if not os.path.isdir(trace_dir):
-                raise ValueError(f"trace_dir {trace_dir!r} is not a directory")
+                _log.error("trace_dir %r is not a directory (or not readable)", trace_dir)
+                return [], None
             names = sorted(
                 n
                 for n in os.listdir(trace_dir)
@@ -243,7 +249,8 @@ class TraceAnalysis:
                 and os.path.isfile(os.path.join(trace_dir, n))
             )
             if not names:
-                raise ValueError(f"no .json or .json.gz trace in directory {trace_dir!r}")
+                _log.warning("no .json or .json.gz trace in directory %r", trace_dir)
+                return [], None
             return [os.path.join(trace_dir, n) for n in names], None
         if isinstance(trace_files, dict):
             ranks = sorted(trace_files)
