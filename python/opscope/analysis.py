@@ -27,14 +27,20 @@ Differences from HTA, each deliberate:
   here ``stream`` is always an integer.
 * A trace without ``distributedInfo.rank`` takes its position among the job's files as its rank
   (HTA gives every such file rank 0, so two of them replace each other).
-* Timestamps keep their nanoseconds, as HTA does with ``HTA_DISABLE_NS_ROUNDING=1``.
 * A directory's traces are its top-level files ending in ``.json`` or ``.json.gz`` (HTA also
   takes any other ``.gz``), in name order, as for ``opscope analyze``.
+
+Times are HTA's, so are its numbers: a trace whose timestamps have fractions is rounded inward to
+whole microseconds as HTA rounds it, or, with ``HTA_DISABLE_NS_ROUNDING=1`` (read when a
+``TraceAnalysis`` is made), each timestamp is held as the double HTA reads (0.25 us steps at
+today's epoch microseconds). ``times="ns"`` keeps the nanoseconds as written instead, as
+``opscope analyze`` does by default (``--times hta`` there gives HTA's).
+``get_time_spent_blocked_on_full_queue`` gives HTA's one row per rank; ``all_streams=True``
+lists every stream whose queue was full.
 
 This module imports pandas; ``import opscope`` does not import it (nor this module).
 """
 
-import logging
 import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -44,8 +50,6 @@ import pandas as pd
 from . import _C
 
 __all__ = ["TraceAnalysis", "TraceDiff"]
-
-_log = logging.getLogger("opscope.analysis")
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -166,10 +170,12 @@ class TraceAnalysis:
 
     The traces are read here, once (as HTA loads them in its constructor); reading or
     analyzing errors are RuntimeError with opscope's message, wrong arguments ValueError.
-    ``max_gzip_ratio`` and ``max_event_size`` are the limits that refuse a hostile file before
-    it takes memory without bound (``opscope analyze --max-gzip-ratio``, ``--max-event-size``;
-    0: no limit): a gzip text that inflates past that many times its file's size (and 64
-    MiB), an event whose JSON holds more bytes.
+    ``times``: how the traces' times are held: None (HTA's: "hta", rounded inward to whole
+    microseconds, unless ``HTA_DISABLE_NS_ROUNDING=1``, then "hta_float", the doubles HTA
+    reads), or "ns" (the nanoseconds as written). ``max_gzip_ratio`` and ``max_event_size`` are
+    the limits that refuse a hostile file before it takes memory without bound (``opscope
+    analyze --max-gzip-ratio``, ``--max-event-size``; 0: no limit): a gzip text that inflates
+    past that many times its file's size (and 64 MiB), an event whose JSON holds more bytes.
     """
 
     def __init__(
@@ -237,11 +243,8 @@ class TraceAnalysis:
             return name if os.path.isabs(name) else os.path.join(trace_dir, name)
 
         if trace_files is None:
-            # HTA (hta/common/trace_file.py get_trace_files) logs a missing or empty folder and
-            # builds an analyzer without traces, rather than raising.
             if not os.path.isdir(trace_dir):
-                _log.error("trace_dir %r is not a directory (or not readable)", trace_dir)
-                return [], None
+                raise ValueError(f"trace_dir {trace_dir!r} is not a directory")
             names = sorted(
                 n
                 for n in os.listdir(trace_dir)
@@ -249,8 +252,7 @@ class TraceAnalysis:
                 and os.path.isfile(os.path.join(trace_dir, n))
             )
             if not names:
-                _log.warning("no .json or .json.gz trace in directory %r", trace_dir)
-                return [], None
+                raise ValueError(f"no .json or .json.gz trace in directory {trace_dir!r}")
             return [os.path.join(trace_dir, n) for n in names], None
         if isinstance(trace_files, dict):
             ranks = sorted(trace_files)

@@ -188,12 +188,3 @@ def test_queue_full_is_one_row_per_rank_unless_all_streams():
     none_full = a.get_time_spent_blocked_on_full_queue(q)
     assert none_full.empty
     assert list(none_full.columns) == list(hta_like.columns)
-
-
-def test_a_folder_without_traces_gives_an_empty_analyzer(tmp_path, caplog):
-    from opscope.analysis import TraceAnalysis
-
-    a = TraceAnalysis(trace_dir=str(tmp_path / "missing"))
-    assert a.trace_files == {}
-    assert "not a directory" in caplog.text
-    assert TraceAnalysis(trace_dir=str(tmp_path)).trace_files == {}
