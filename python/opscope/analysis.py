@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from . import _C
+from ._raw_trace import RawTrace, Trace
 
 __all__ = ["TraceAnalysis", "TraceDiff"]
 
@@ -529,17 +530,23 @@ class TraceAnalysis:
         ``output_suffix`` before ".json", with HTA's "Queue Length" and "Memcpy BW" counter
         events appended; every original event stays as it was. ``time_series`` is accepted for
         HTA's signature: both series are always written. Unlike HTA, a ``.json`` name gives a
-        plain file (HTA gzips whatever the name)."""
+        plain file (HTA gzips whatever the name). Each file goes through
+        ``opscope.analysis.Trace.write_raw_trace(output_file, trace_contents)`` as HTA's goes
+        through its ``Trace.write_raw_trace``: patched, it receives the trace as a mapping
+        (``RawTrace``, parsed when read) and nothing is written."""
         self._require("queue", "generate_trace_with_counters")
         suffix = output_suffix or "_with_counters"
         options = {"drop_last_step": self._drop_last_step}
         for i in self._positions_of(ranks or [0]):
             path = self.trace_files[self._ranks[i]]
             out = path.replace(".json", suffix + ".json")
+            written = RawTrace.temporary_beside(out)
+            raw = RawTrace(written, temporary=True)
             if self._client is None:
-                _write_counters(self._traces[i], out, options)
+                _write_counters(self._traces[i], written, options)
             else:
-                self._client.submit(_write_counters, self._traces[i], out, options).result()
+                self._client.submit(_write_counters, self._traces[i], written, options).result()
+            Trace().write_raw_trace(out, raw)
 
 # --- Methods made from the report catalog -----------------------------------------------------
 # Each report's catalog row (src/analysis/reports/<name>.cpp) names the HTA methods it answers

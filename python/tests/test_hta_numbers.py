@@ -188,3 +188,42 @@ def test_queue_full_is_one_row_per_rank_unless_all_streams():
     none_full = a.get_time_spent_blocked_on_full_queue(q)
     assert none_full.empty
     assert list(none_full.columns) == list(hta_like.columns)
+
+
+def test_generate_trace_with_counters_writes_through_trace_write_raw_trace(tmp_path):
+    """HTA's test_generate_trace_with_counters, on a trace in ../shared: it patches
+    Trace.write_raw_trace and reads the (file name, trace) it was given. opscope's seam is its
+    own Trace (HTA's cannot be patched to see opscope's writes without opscope importing HTA);
+    unpatched, the file is written and no temporary is left."""
+    import gc
+    import shutil
+    from unittest import mock
+
+    import opscope.analysis
+    from opscope.analysis import TraceAnalysis
+
+    source = os.path.join(KINETO, "trace_filter", "sampled_rank-0.json.gz")
+    if not os.path.isfile(source):
+        pytest.skip(f"no {source}")
+    shutil.copy(source, tmp_path)
+    a = TraceAnalysis(trace_dir=str(tmp_path))
+    with mock.patch.object(opscope.analysis.Trace, "write_raw_trace") as write:
+        a.generate_trace_with_counters()
+    write.assert_called_once()
+    name, trace = write.call_args.args
+    assert "with_counters" in name
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert counters and {"Queue Length"} <= {e["name"] for e in counters}
+    assert not os.path.exists(name)  # patched: nothing written there
+    del trace, write
+    gc.collect()
+    assert sorted(os.listdir(tmp_path)) == ["sampled_rank-0.json.gz"]  # the temporary went
+
+    a.generate_trace_with_counters()
+    out = tmp_path / "sampled_rank-0_with_counters.json.gz"
+    assert sorted(os.listdir(tmp_path)) == ["sampled_rank-0.json.gz", out.name]
+    import gzip
+
+    with gzip.open(out, "rt") as f:
+        written = json.load(f)
+    assert len([e for e in written["traceEvents"] if e["ph"] == "C"]) == len(counters)
