@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "import/trace_times.h"
 #include "opscope/trace_reader.h"
+#include "support/cli_test_support.h"
+#include "support/hta_oracle.h"
 #include "support/test_support.h"
 
 namespace opscope {
@@ -127,6 +130,71 @@ TEST(HtaTimes, CeilAndFloatOfOneTimeAsPythonComputesThem) {
   // math.ceil(1712195498123456.124) == 1712195498123456 (the double is ...456.0).
   EXPECT_EQ(hta_ceil_ns(std::int64_t{1712195498123456124}), std::int64_t{1712195498123456000});
   EXPECT_EQ(hta_ceil_ns(std::int64_t{1712195498123456126}), std::int64_t{1712195498123457000});
+}
+
+}  // namespace
+}  // namespace opscope
+
+namespace opscope {
+namespace {
+
+// `opscope analyze --times hta` against HTA as it runs by default (rounding), and `--times
+// hta-float` against HTA with HTA_DISABLE_NS_ROUNDING=1, on the real traces whose ts have
+// fractions: the same rows, to the last digit HTA prints (its two-decimal columns within one
+// hundredth: HTA's doubles tip a sum like 355484.555 either way).
+void expect_times_match_hta(const std::string& report, const std::string& table) {
+  using tests::hta;
+  using tests::kPeers;
+  using tests::ours;
+  const std::vector<std::string> dirs = {"amd_trace", "nccl_parser_config"};
+  for (const bool rounding : {true, false}) {
+    for (const std::string& d : dirs) {
+      const std::string dir = kPeers + "/kineto-traces/" + d;
+      if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir << " (../shared/peers)";
+      std::string why;
+      const nlohmann::json want = hta(dir, report, why, rounding);
+      if (!why.empty()) GTEST_SKIP() << why;
+      const nlohmann::json got =
+          ours(dir, report, rounding ? "--hta-rounding" : "--times hta-float");
+      const std::string what = d + (rounding ? " rounded" : " hta-float");
+      const nlohmann::json w = tests::in_key_order(want[table]);
+      const nlohmann::json g = tests::in_key_order(got[table]);
+      ASSERT_EQ(g.size(), w.size()) << what << "\nHTA: " << w << "\nopscope: " << g;
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        for (const auto& [column, value] : w[i].items()) {
+          SCOPED_TRACE(what + " row " + std::to_string(i) + " column " + column);
+          if (!value.is_number()) {
+            EXPECT_EQ(g[i][column], value);
+            continue;
+          }
+          const double tolerance = rounding ? 1e-6 : 0.0101;
+          EXPECT_NEAR(g[i][column].get<double>(), value.get<double>(), tolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST(HtaTimesAgainstHta, TemporalBreakdown) { expect_times_match_hta("temporal", "temporal"); }
+TEST(HtaTimesAgainstHta, IdleTimeBreakdown) { expect_times_match_hta("idle", "idle"); }
+// The kernel types; the per-kernel table keeps its deliberate difference (README: HTA
+// overwrites a named kernel's max, min and stddev with its total).
+TEST(HtaTimesAgainstHta, GpuKernelTypes) { expect_times_match_hta("kernels", "kernel_type"); }
+
+TEST(HtaTimesCli, SaysOnStandardErrorWhichTimesItUses) {
+  const std::string dir = tests::kPeers + "/kineto-traces/amd_trace";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir << " (../shared/peers)";
+  // Standard error alone (shell() adds standard output to what it reads).
+  const auto plain = cli::tests::shell("{ " + tests::kCli + " analyze " + dir + " 2>&1 >/dev/null; }");
+  EXPECT_EQ(plain.second.find("times"), std::string::npos) << plain.second;
+  const auto rounded = cli::tests::shell("{ " + tests::kCli + " analyze " + dir +
+                                         " --hta-rounding 2>&1 >/dev/null; }");
+  EXPECT_NE(rounded.second.find("rounded inward to whole microseconds as HTA"), std::string::npos)
+      << rounded.second;
+  const auto bad = cli::tests::shell(tests::kCli + " analyze " + dir + " --times us 2>&1");
+  EXPECT_EQ(bad.first, 2);
+  EXPECT_NE(bad.second.find("--times expects ns, hta or hta-float, got 'us'"), std::string::npos)
+      << bad.second;
 }
 
 }  // namespace
