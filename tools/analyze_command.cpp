@@ -50,7 +50,8 @@ std::string report_list() {
 
 std::string analyze_help() {
   return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv|html]
-                       [--output FILE] [--augment OUT] [report settings]
+                       [--output FILE] [--augment OUT] [--times ns|hta|hta-float]
+                       [report settings]
 
 Reads traces written by PyTorch's profiler (Kineto) or by opscope (.json or .json.gz) and
 prints reports with the meaning and the column names of Holistic Trace Analysis.

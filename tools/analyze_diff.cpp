@@ -154,6 +154,7 @@ std::string analyze_diff_help() {
                             [--control-iteration N] [--test-iteration N]
                             [--device cpu|gpu|all] [--short-names] [--labels C,T]
                             [--format text|json|csv|html] [--output FILE]
+                            [--times ns|hta|hta-float]
 
 Compares two traces operator by operator and kernel by kernel, as Holistic Trace Analysis's
 TraceDiff does: how often each name ran in the iterations compared, for how long in total,
