@@ -458,12 +458,15 @@ class TraceAnalysis:
 
     def _describe_table(
         self, report: str, method: str, table: str, series: str, ranks: Optional[List[int]]
-    ) -> pd.DataFrame:
+    ) -> Optional[pd.DataFrame]:
         """A describe() table of `report` (the columns before "count" are its keys, rank
         first) as HTA's groupby([rank, key]).describe() frame: index (rank, key), columns
-        (series, statistic)."""
+        (series, statistic). None when no rank asked for has a row (HTA's
+        get_queue_length_summary and get_memory_bw_summary on traces without GPU work)."""
         self._require(report, method)
         df = self._report(report, {}, ranks or [0])[table]
+        if df.empty:
+            return None
         df = df.set_index(list(df.columns[: list(df.columns).index("count")]))
         df["count"] = df["count"].astype("float64")  # describe()'s dtype
         df.columns = pd.MultiIndex.from_product([[series], list(df.columns)])

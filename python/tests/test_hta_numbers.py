@@ -227,3 +227,21 @@ def test_generate_trace_with_counters_writes_through_trace_write_raw_trace(tmp_p
     with gzip.open(out, "rt") as f:
         written = json.load(f)
     assert len([e for e in written["traceEvents"] if e["ph"] == "C"]) == len(counters)
+
+
+def test_none_where_hta_gives_none_on_a_trace_without_gpu_work():
+    """HTA's summaries of a job with no GPU work are None, its queue_full an empty frame and
+    its time series empty dicts (HTA's test_generate_trace_with_counters asserts the last on
+    this trace)."""
+    job = os.path.join(HTA_DATA, "rank_non_gpu")
+    if not os.path.isdir(job):
+        pytest.skip(f"no {job}")
+    from opscope.analysis import TraceAnalysis
+
+    a = TraceAnalysis(trace_dir=job)
+    assert a.get_queue_length_summary(ranks=[0]) is None
+    assert a.get_memory_bw_summary(ranks=[0]) is None
+    assert a.get_queue_length_time_series() == {}
+    assert a.get_memory_bw_time_series() == {}
+    full = a.get_time_spent_blocked_on_full_queue(a.get_queue_length_time_series())
+    assert full is not None and full.empty
