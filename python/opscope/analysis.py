@@ -461,11 +461,14 @@ class TraceAnalysis:
     ) -> Optional[pd.DataFrame]:
         """A describe() table of `report` (the columns before "count" are its keys, rank
         first) as HTA's groupby([rank, key]).describe() frame: index (rank, key), columns
-        (series, statistic). None when no rank asked for has a row (HTA's
-        get_queue_length_summary and get_memory_bw_summary on traces without GPU work)."""
+        (series, statistic). None where HTA's is: when no rank asked for has a time series
+        (get_queue_length_summary, get_memory_bw_summary: HTA describes each rank's
+        get_*_time_series, so a rank with a series but no row, as copies without a bandwidth,
+        gives an empty frame)."""
         self._require(report, method)
         df = self._report(report, {}, ranks or [0])[table]
-        if df.empty:
+        series_method = getattr(self, method.replace("_summary", "_time_series"), None)
+        if df.empty and series_method is not None and not series_method(ranks or [0]):
             return None
         df = df.set_index(list(df.columns[: list(df.columns).index("count")]))
         df["count"] = df["count"].astype("float64")  # describe()'s dtype
