@@ -176,7 +176,8 @@ def test_queue_full_is_one_row_per_rank_unless_all_streams():
         pytest.skip(f"no {job}")
     from opscope.analysis import TraceAnalysis
 
-    a = TraceAnalysis(trace_dir=job)
+    # HTA's default times (test_analysis.py leaves HTA_DISABLE_NS_ROUNDING=1 set in this process).
+    a = TraceAnalysis(trace_dir=job, times="hta")
     q = a.get_queue_length_time_series()
     # HTA's test_get_mtia_queue_length_stats: one row, stream 102's 1060 us.
     hta_like = a.get_time_spent_blocked_on_full_queue(q, max_queue_length=1)
