@@ -86,7 +86,8 @@ refusal names its limit):
 )" + std::string(kGzipLimitHelp) +
          kEventLimitHelp + R"(
 Times:
-)" + kTimesHelp + R"(
+)" + kTimesHelp +
+         R"(
   opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
   TraceDiff); see `opscope analyze diff --help`.
 

@@ -109,11 +109,13 @@ std::string times_note(const std::string& command, TraceTimes times) {
     case TraceTimes::kNanoseconds:
       return {};
     case TraceTimes::kHtaRounded:
-      return command + ": times rounded inward to whole microseconds as HTA rounds them "
-                       "(--times hta); the default keeps the nanoseconds\n";
+      return command +
+             ": times rounded inward to whole microseconds as HTA rounds them "
+             "(--times hta); the default keeps the nanoseconds\n";
     case TraceTimes::kHtaFloat:
-      return command + ": times held as HTA's doubles of microseconds (--times hta-float, "
-                       "HTA_DISABLE_NS_ROUNDING=1); the default keeps the nanoseconds\n";
+      return command +
+             ": times held as HTA's doubles of microseconds (--times hta-float, "
+             "HTA_DISABLE_NS_ROUNDING=1); the default keeps the nanoseconds\n";
   }
   return {};
 }

@@ -44,9 +44,10 @@ TraceTimes times_of(const std::string& name) {
   if (name == "ns") return TraceTimes::kNanoseconds;
   if (name == "hta") return TraceTimes::kHtaRounded;
   if (name == "hta_float") return TraceTimes::kHtaFloat;
-  throw py::value_error("TraceFile: times is \"ns\" (as written), \"hta\" (HTA's rounding) or "
-                        "\"hta_float\" (HTA's doubles, HTA_DISABLE_NS_ROUNDING=1), not \"" +
-                        name + "\"");
+  throw py::value_error(
+      "TraceFile: times is \"ns\" (as written), \"hta\" (HTA's rounding) or "
+      "\"hta_float\" (HTA's doubles, HTA_DISABLE_NS_ROUNDING=1), not \"" +
+      name + "\"");
 }
 
 TraceFile read_trace_file(const std::string& path, double max_gzip_ratio,
@@ -319,8 +320,7 @@ void bind_analysis(py::module_& m) {
                         "opscope.analysis. Pickles as its path; unpickling reads the file again.")
       .def(py::init(&read_trace_file), py::arg("path"),
            py::arg("max_gzip_ratio") = TraceLimits{}.max_gzip_ratio,
-           py::arg("max_event_size") = TraceLimits{}.max_event_bytes,
-           py::arg("times") = "ns",
+           py::arg("max_event_size") = TraceLimits{}.max_event_bytes, py::arg("times") = "ns",
            "Reads the trace at `path` (the GIL is released while it parses); RuntimeError "
            "with the reader's message when the file is missing or not a trace. The limits "
            "(opscope::TraceLimits; 0: none) refuse a hostile file before it takes memory "
@@ -347,8 +347,7 @@ void bind_analysis(py::module_& m) {
       .def("__reduce__", [](const TraceFile& t) {
         return py::make_tuple(
             py::module_::import("opscope._C").attr("TraceFile"),
-            py::make_tuple(t.path, t.limits.max_gzip_ratio, t.limits.max_event_bytes,
-                           t.times));
+            py::make_tuple(t.path, t.limits.max_gzip_ratio, t.limits.max_event_bytes, t.times));
       });
 
   m.def(

@@ -45,10 +45,11 @@ inline nlohmann::json hta(const std::string& dir, const std::string& report, std
                           bool hta_rounding = false) {
   const fs::path out = scratch("hta_" + report + ".json");
   fs::remove(out);
-  const std::string env = hta_rounding ? "env -u HTA_DISABLE_NS_ROUNDING " : "HTA_DISABLE_NS_ROUNDING=1 ";
-  const auto [code, text] = shell(env + "/usr/bin/python3 " +
-                                  std::string(OPSCOPE_SOURCE_DIR) + "/tests/peers/hta_report.py " +
-                                  kPeers + "/hta " + dir + " " + report + " " + out.string());
+  const std::string env =
+      hta_rounding ? "env -u HTA_DISABLE_NS_ROUNDING " : "HTA_DISABLE_NS_ROUNDING=1 ";
+  const auto [code, text] = shell(env + "/usr/bin/python3 " + std::string(OPSCOPE_SOURCE_DIR) +
+                                  "/tests/peers/hta_report.py " + kPeers + "/hta " + dir + " " +
+                                  report + " " + out.string());
   if (code == 3) {
     why = text;
     return {};

@@ -59,28 +59,27 @@ const char* const kFractional =
 TEST(HtaTimes, RoundsEachEventInwardWhenTheTsColumnIsFloat) {
   const std::string path = write_trace("fractional.json", kFractional);
   const auto ns = read(path, TraceTimes::kNanoseconds);
-  EXPECT_EQ(times_of(*ns, "short"), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                        {10300, 10800}}));
+  EXPECT_EQ(times_of(*ns, "short"),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{10300, 10800}}));
   const auto hta = read(path, TraceTimes::kHtaRounded);
   // ceil(10.3) = 11, floor(10.8) = 10: a negative duration, kept as HTA keeps it.
-  EXPECT_EQ(times_of(*hta, "short"), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                         {11000, 10000}}));
-  EXPECT_EQ(times_of(*hta, "long"), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                        {21000, 23000}}));
-  EXPECT_EQ(times_of(*hta, "whole"), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                         {30000, 32000}}));
+  EXPECT_EQ(times_of(*hta, "short"),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{11000, 10000}}));
+  EXPECT_EQ(times_of(*hta, "long"),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{21000, 23000}}));
+  EXPECT_EQ(times_of(*hta, "whole"),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{30000, 32000}}));
   // No dur: ceil(ts) for both ends.
-  EXPECT_EQ(times_of(*hta, "mark"), (std::vector<std::pair<std::int64_t, std::int64_t>>{
-                                        {41000, 41000}}));
+  EXPECT_EQ(times_of(*hta, "mark"),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{41000, 41000}}));
 }
 
 TEST(HtaTimes, LeavesATraceWithWholeTsAsWrittenEvenWithFractionalDurs) {
   // trace_filter's traces: integer ts, fractional dur; pandas reads an int64 ts column and HTA
   // does not round.
   const std::string path = write_trace(
-      "whole_ts.json",
-      R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":0.5,)"
-      R"("args":{"stream":7,"device":0}})");
+      "whole_ts.json", R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":0.5,)"
+                       R"("args":{"stream":7,"device":0}})");
   for (const TraceTimes t : {TraceTimes::kHtaRounded, TraceTimes::kHtaFloat}) {
     EXPECT_EQ(times_of(*read(path, t), "k"),
               (std::vector<std::pair<std::int64_t, std::int64_t>>{{10000, 10500}}));
@@ -90,9 +89,8 @@ TEST(HtaTimes, LeavesATraceWithWholeTsAsWrittenEvenWithFractionalDurs) {
 TEST(HtaTimes, AnEventWithoutTsMakesTheColumnFloat) {
   // A metadata event without "ts" is NaN in HTA's frame: float64, so the rest is rounded.
   const std::string path = write_trace(
-      "no_ts.json",
-      R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"gpu"}},)"
-      R"({"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":10,"dur":0.5})");
+      "no_ts.json", R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"gpu"}},)"
+                    R"({"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":1,"ts":10,"dur":0.5})");
   EXPECT_EQ(times_of(*read(path, TraceTimes::kHtaRounded), "op"),
             (std::vector<std::pair<std::int64_t, std::int64_t>>{{10000, 10000}}));
 }
@@ -185,7 +183,8 @@ TEST(HtaTimesCli, SaysOnStandardErrorWhichTimesItUses) {
   const std::string dir = tests::kPeers + "/kineto-traces/amd_trace";
   if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir << " (../shared/peers)";
   // Standard error alone (shell() adds standard output to what it reads).
-  const auto plain = cli::tests::shell("{ " + tests::kCli + " analyze " + dir + " 2>&1 >/dev/null; }");
+  const auto plain =
+      cli::tests::shell("{ " + tests::kCli + " analyze " + dir + " 2>&1 >/dev/null; }");
   EXPECT_EQ(plain.second.find("times"), std::string::npos) << plain.second;
   const auto rounded = cli::tests::shell("{ " + tests::kCli + " analyze " + dir +
                                          " --hta-rounding 2>&1 >/dev/null; }");
