@@ -50,7 +50,8 @@ std::string report_list() {
 
 std::string analyze_help() {
   return R"(usage: opscope analyze PATH... [--report NAME[,NAME...]] [--format text|json|csv|html]
-                       [--output FILE] [--augment OUT] [report settings]
+                       [--output FILE] [--augment OUT] [--times ns|hta|hta-float]
+                       [report settings]
 
 Reads traces written by PyTorch's profiler (Kineto) or by opscope (.json or .json.gz) and
 prints reports with the meaning and the column names of Holistic Trace Analysis.
@@ -84,6 +85,9 @@ Limits, so that a hostile file is refused before it takes memory without bound (
 refusal names its limit):
 )" + std::string(kGzipLimitHelp) +
          kEventLimitHelp + R"(
+Times:
+)" + kTimesHelp +
+         R"(
   opscope analyze diff CONTROL TEST compares two traces operator by operator (HTA's
   TraceDiff); see `opscope analyze diff --help`.
 
@@ -116,6 +120,7 @@ struct AnalyzeArgs {
   unsigned threads = 0;  // --threads; 0: one per core
   ReportOptions options;
   TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
 };
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
@@ -170,6 +175,11 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
       if (a.augment.empty()) throw UsageError("--augment expects a file or directory name");
     } else if (parse_limit_flag(arg, take, a.limits)) {
       continue;
+    } else if (arg == "--hta-rounding") {
+      it.no_value(arg);
+      a.times = parse_times(arg, "");
+    } else if (arg == "--times") {
+      a.times = parse_times(arg, take());
     } else if (arg == "--threads") {
       a.threads = static_cast<unsigned>(parse_number(arg, take(), 1, 1024));
     } else if (arg == "--num-kernels") {
@@ -260,6 +270,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     TraceReadOptions read_options =
         a.augment.empty() ? what_reports_read(a.reports) : TraceReadOptions{};
     read_options.limits = a.limits;
+    read_options.times = a.times;
+    err << times_note("opscope analyze", a.times);
     ranks = read_traces(files, a.threads, read_options);
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (ranks[i]->rank() < 0) {

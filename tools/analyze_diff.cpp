@@ -30,6 +30,7 @@ struct DiffArgs {
   ReportFormat format = ReportFormat::kText;
   std::string output;
   TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
   bool help = false;
 };
 
@@ -99,6 +100,11 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
       a.options.test_label = l.substr(comma + 1);
     } else if (parse_limit_flag(arg, take, a.limits)) {
       continue;
+    } else if (arg == "--hta-rounding") {
+      it.no_value(arg);
+      a.times = parse_times(arg, "");
+    } else if (arg == "--times") {
+      a.times = parse_times(arg, take());
     } else if (arg == "--format") {
       a.format = parse_report_format(take());
     } else if (arg == "--output") {
@@ -121,7 +127,8 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
 // The ranks of one side: a trace file, or the traces of a directory (trace_files()).
 std::vector<std::shared_ptr<const ProfilerResult>> read_side(const std::string& path,
                                                              const char* side, std::ostream& err,
-                                                             const TraceLimits& limits) {
+                                                             const TraceLimits& limits,
+                                                             TraceTimes times) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     throw Error(std::string("no such ") + side + " trace file or directory: " + path);
@@ -129,6 +136,7 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_side(const std::string& 
   const std::vector<std::string> files = trace_files({path});
   TraceReadOptions options;
   options.limits = limits;
+  options.times = times;
   std::vector<std::shared_ptr<const ProfilerResult>> ranks = read_traces(files, 0, options);
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (ranks[i]->rank() < 0) {
@@ -146,6 +154,7 @@ std::string analyze_diff_help() {
                             [--control-iteration N] [--test-iteration N]
                             [--device cpu|gpu|all] [--short-names] [--labels C,T]
                             [--format text|json|csv|html] [--output FILE]
+                            [--times ns|hta|hta-float]
 
 Compares two traces operator by operator and kernel by kernel, as Holistic Trace Analysis's
 TraceDiff does: how often each name ran in the iterations compared, for how long in total,
@@ -171,15 +180,15 @@ and what changed.
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text
 )" + std::string(kGzipLimitHelp) +
-         kEventLimitHelp + R"(
+         kEventLimitHelp + kTimesHelp + R"(
 Tables:
   ops_diff       name, C_counts, C_total_duration, T_counts, T_total_duration, diff_counts,
                  diff_duration, counts_change_categories (+, -, =): one row per name, the
                  control's first; durations in us, test minus control
   ops_summary    category (added, deleted, increased, decreased, unchanged), name
 
-Durations keep the traces' nanoseconds (HTA rounds each event inward to whole microseconds
-unless HTA_DISABLE_NS_ROUNDING=1). Work on GPU stream 0 (ROCm) is compared like any other
+Durations keep the traces' nanoseconds by default (HTA rounds each event inward to whole
+microseconds unless HTA_DISABLE_NS_ROUNDING=1: --times hta). Work on GPU stream 0 (ROCm) is compared like any other
 (HTA leaves it out), and only the host's ProfilerStep#N spans define iterations.
 
 Exit codes: 0 success, 1 a trace could not be read or lacks the rank or iteration asked
@@ -194,8 +203,9 @@ int run_analyze_diff(const std::vector<std::string>& args, std::ostream& out, st
     return kExitOk;
   }
   try {
-    const auto control = read_side(a.control, "control", err, a.limits);
-    const auto test = read_side(a.test, "test", err, a.limits);
+    err << times_note("opscope analyze diff", a.times);
+    const auto control = read_side(a.control, "control", err, a.limits, a.times);
+    const auto test = read_side(a.test, "test", err, a.limits, a.times);
     write_output(a.output, format_reports(trace_diff(control, test, a.options), a.format), out,
                  "report");
   } catch (const UsageError&) {

@@ -84,6 +84,42 @@ const char* const kEventLimitHelp =
                                 events array, may hold (67108864, 64 MiB); 0: no limit
 )";
 
+TraceTimes parse_times(const std::string& flag, const std::string& text) {
+  if (flag == "--hta-rounding") return TraceTimes::kHtaRounded;
+  if (text == "ns") return TraceTimes::kNanoseconds;
+  if (text == "hta") return TraceTimes::kHtaRounded;
+  if (text == "hta-float") return TraceTimes::kHtaFloat;
+  throw UsageError(flag + " expects ns, hta or hta-float, got '" + text + "'");
+}
+
+const char* const kTimesHelp =
+    R"(  --times ns|hta|hta-float      how the traces' times are held: ns (default) the
+                                nanoseconds as written; hta as Holistic Trace Analysis
+                                holds them by default, each event rounded inward to whole
+                                microseconds (ts = ceil(ts), end = floor(ts + dur)) when
+                                the trace's ts have fractions; hta-float as HTA holds them
+                                with HTA_DISABLE_NS_ROUNDING=1 (doubles of microseconds
+                                since 1970, 0.25 us steps). A trace with whole ts is the
+                                same in all three. The Python API uses HTA's by default
+  --hta-rounding                --times hta
+)";
+
+std::string times_note(const std::string& command, TraceTimes times) {
+  switch (times) {
+    case TraceTimes::kNanoseconds:
+      return {};
+    case TraceTimes::kHtaRounded:
+      return command +
+             ": times rounded inward to whole microseconds as HTA rounds them "
+             "(--times hta); the default keeps the nanoseconds\n";
+    case TraceTimes::kHtaFloat:
+      return command +
+             ": times held as HTA's doubles of microseconds (--times hta-float, "
+             "HTA_DISABLE_NS_ROUNDING=1); the default keeps the nanoseconds\n";
+  }
+  return {};
+}
+
 ReportFormat parse_report_format(const std::string& text) {
   if (text == "text") return ReportFormat::kText;
   if (text == "json") return ReportFormat::kJson;

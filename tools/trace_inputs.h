@@ -25,6 +25,17 @@ bool parse_limit_flag(const std::string& flag, const std::function<std::string()
 extern const char* const kGzipLimitHelp;
 extern const char* const kEventLimitHelp;
 
+// How the traces' times are held (TraceTimes, opscope/trace_reader.h): --times MODE, with MODE
+// ns (the default: the nanoseconds as written), hta (HTA's default rounding: each event inward
+// to whole microseconds) or hta-float (HTA's doubles, as with HTA_DISABLE_NS_ROUNDING=1);
+// --hta-rounding is --times hta. The caller checks that --hta-rounding has no value.
+TraceTimes parse_times(const std::string& flag, const std::string& text);
+// Their lines for a command's --help.
+extern const char* const kTimesHelp;
+// What a command says on standard error when its times are not the nanoseconds as written
+// (empty for kNanoseconds), so that a figure is never taken for the other kind.
+std::string times_note(const std::string& command, TraceTimes times);
+
 // text, json, csv or html; otherwise a UsageError naming the value and those allowed.
 ReportFormat parse_report_format(const std::string& text);
 

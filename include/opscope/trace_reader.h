@@ -55,6 +55,28 @@ struct TraceLimits {
   std::int64_t max_event_bytes = std::int64_t{64} << 20;
 };
 
+// How a read holds the trace's times: as written, or as HTA (Holistic Trace Analysis) holds them,
+// so that the reports give HTA's numbers. HTA reads the events into a pandas frame: when its
+// "ts" column is float64 (some event writes ts with a fraction or an exponent, or has no ts)
+// every time is a double of microseconds since 1970, and at today's 1.7e15 us a double steps
+// by 0.25 us; hta/common/trace_parser.py round_down_time_stamps then rounds each event inward
+// unless HTA_DISABLE_NS_ROUNDING=1. A trace whose ts are all whole numbers is held as written
+// in every mode, as HTA holds it (a fractional dur too).
+enum class TraceTimes : std::uint8_t {
+  // The nanoseconds as written (opscope's default).
+  kNanoseconds,
+  // HTA's default: ceil(ts), end = floor(ts + dur), dur = end - ts in HTA's doubles, which is
+  // negative when the event held no whole microsecond (kept so: HTA's sums count it). An
+  // event without a dur (an instant, a flow's end) gets ceil(ts). `opscope analyze
+  // --hta-rounding`; the Python API unless HTA_DISABLE_NS_ROUNDING=1.
+  kHtaRounded,
+  // HTA with HTA_DISABLE_NS_ROUNDING=1: each ts the double Python reads from its text (to
+  // 0.25 us at today's epoch; the dur as written). Gaps of under a quarter of a microsecond
+  // are then where HTA's comparisons (an idle gap's cause) differ from the exact ones. The
+  // Python API with HTA_DISABLE_NS_ROUNDING=1.
+  kHtaFloat,
+};
+
 // What a read keeps of a trace: everything by default. A caller that knows what it will ask of
 // the model (`opscope analyze`, for the reports it was given: what_reports_read() in
 // opscope/trace_analysis.h)
@@ -76,6 +98,8 @@ struct TraceReadOptions {
   // kernel's occupancy, a copy's bandwidth, what another tool added), kept so that an export
   // writes them back.
   bool other_args = true;
+  // The times as written, or as HTA holds them (`times`, TraceTimes below).
+  TraceTimes times = TraceTimes::kNanoseconds;
   // How far it reads into a hostile file.
   TraceLimits limits;
 };

@@ -719,7 +719,7 @@ def diff_side(side: Any, default_label: str) -> Tuple[List[Any], str]:
     """(traces, label) of one side of a TraceDiff: a TraceAnalysis, opscope's or HTA's
     LabeledTrace (an object with .label and .t, whose trace_files are read), HTA's Trace (its
     trace_files), a trace directory or file."""
-    from .analysis import TraceAnalysis, TraceDiff
+    from .analysis import TraceAnalysis, TraceDiff, hta_times
 
     label = default_label
     inner = side
@@ -730,7 +730,8 @@ def diff_side(side: Any, default_label: str) -> Tuple[List[Any], str]:
         return TraceDiff._traces(inner), label
     files = getattr(inner, "trace_files", None)
     if isinstance(files, dict) and files:
-        return [_C.TraceFile(files[r]) for r in sorted(files)], label
+        times = getattr(inner, "times", None) or hta_times()
+        return [_C.TraceFile(files[r], times=times) for r in sorted(files)], label
     if isinstance(inner, (str, bytes, os.PathLike)):
         return TraceDiff._traces(inner), label
     raise ValueError(f"Invalid argument type for ({side!r}): expected a LabeledTrace, a Trace, "

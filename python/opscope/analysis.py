@@ -26,9 +26,16 @@ Differences from HTA, each deliberate:
   ``stream`` into strings for its plot; here ``stream`` is always an integer.
 * A trace without ``distributedInfo.rank`` takes its position among the job's files as its rank
   (HTA gives every such file rank 0, so two of them replace each other).
-* Timestamps keep their nanoseconds, as HTA does with ``HTA_DISABLE_NS_ROUNDING=1``.
 * A directory's traces are its top-level files ending in ``.json`` or ``.json.gz`` (HTA also
   takes any other ``.gz``), in name order, as for ``opscope analyze``.
+
+Times are HTA's, so are its numbers: a trace whose timestamps have fractions is rounded inward to
+whole microseconds as HTA rounds it, or, with ``HTA_DISABLE_NS_ROUNDING=1`` (read when a
+``TraceAnalysis`` is made), each timestamp is held as the double HTA reads (0.25 us steps at
+today's epoch microseconds). ``times="ns"`` keeps the nanoseconds as written instead, as
+``opscope analyze`` does by default (``--times hta`` there gives HTA's).
+``get_time_spent_blocked_on_full_queue`` gives HTA's one row per rank; ``all_streams=True``
+lists every stream whose queue was full.
 
 This module imports pandas; ``import opscope`` does not import it (nor this module).
 """
@@ -40,6 +47,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import pandas as pd
 
 from . import _C
+from ._raw_trace import RawTrace, Trace
 
 __all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
 
@@ -52,9 +60,21 @@ _DEFAULT_TRACE_DIR = "/tmp/trace"
 # opscope.analysis) rather than by value.
 
 
-def _read(path: str, max_gzip_ratio: float, max_event_size: int) -> "_C.TraceFile":
+def _read(
+    path: str, max_gzip_ratio: float, max_event_size: int, times: str = "ns"
+) -> "_C.TraceFile":
     """One rank's trace, read on the worker that will analyze it."""
-    return _C.TraceFile(path, max_gzip_ratio, max_event_size)
+    return _C.TraceFile(path, max_gzip_ratio, max_event_size, times)
+
+
+_TIMES = ("hta", "hta_float", "ns")
+
+
+def hta_times() -> str:
+    """How HTA holds a trace's times now: "hta" (rounded inward to whole microseconds) unless
+    ``HTA_DISABLE_NS_ROUNDING=1`` (hta/configs/env_options.py takes the flag as set only when
+    it is exactly "1"), then "hta_float" (the doubles it reads)."""
+    return "hta_float" if os.environ.get("HTA_DISABLE_NS_ROUNDING", "0") == "1" else "hta"
 
 
 def _step_names(trace: "_C.TraceFile") -> List[str]:
@@ -147,10 +167,12 @@ class TraceAnalysis:
 
     The traces are read here, once (as HTA loads them in its constructor); reading or
     analyzing errors are RuntimeError with opscope's message, wrong arguments ValueError.
-    ``max_gzip_ratio`` and ``max_event_size`` are the limits that refuse a hostile file before
-    it takes memory without bound (``opscope analyze --max-gzip-ratio``, ``--max-event-size``;
-    0: no limit): a gzip text that inflates past that many times its file's size (and 64
-    MiB), an event whose JSON holds more bytes.
+    ``times``: how the traces' times are held: None (HTA's: "hta", rounded inward to whole
+    microseconds, unless ``HTA_DISABLE_NS_ROUNDING=1``, then "hta_float", the doubles HTA
+    reads), or "ns" (the nanoseconds as written). ``max_gzip_ratio`` and ``max_event_size`` are
+    the limits that refuse a hostile file before it takes memory without bound (``opscope
+    analyze --max-gzip-ratio``, ``--max-event-size``; 0: no limit): a gzip text that inflates
+    past that many times its file's size (and 64 MiB), an event whose JSON holds more bytes.
     """
 
     def __init__(
@@ -161,11 +183,16 @@ class TraceAnalysis:
         client: Any = None,
         max_gzip_ratio: float = 100,
         max_event_size: int = 64 << 20,
+        times: Optional[str] = None,
     ) -> None:
         trace_dir = _DEFAULT_TRACE_DIR if trace_dir is None else str(trace_dir)
+        # HTA's numbers by default: its rounding unless HTA_DISABLE_NS_ROUNDING=1, read now.
+        if times is not None and times not in _TIMES:
+            raise ValueError(f"times is one of {_TIMES} or None (HTA's), not {times!r}")
+        self.times: str = hta_times() if times is None else times
         paths, given_ranks = self._trace_paths(trace_files, trace_dir)
         self._client = client
-        limits = (max_gzip_ratio, max_event_size)
+        limits = (max_gzip_ratio, max_event_size, self.times)
         if client is None:
             self._traces = [_C.TraceFile(p, *limits) for p in paths]
             own_ranks = [t.rank for t in self._traces]
@@ -439,12 +466,18 @@ class TraceAnalysis:
 
     def _describe_table(
         self, report: str, method: str, table: str, series: str, ranks: Optional[List[int]]
-    ) -> pd.DataFrame:
+    ) -> Optional[pd.DataFrame]:
         """A describe() table of `report` (the columns before "count" are its keys, rank
         first) as HTA's groupby([rank, key]).describe() frame: index (rank, key), columns
-        (series, statistic)."""
+        (series, statistic). None where HTA's is: when no rank asked for has a time series
+        (get_queue_length_summary, get_memory_bw_summary: HTA describes each rank's
+        get_*_time_series, so a rank with a series but no row, as copies without a bandwidth,
+        gives an empty frame)."""
         self._require(report, method)
         df = self._report(report, {}, ranks or [0])[table]
+        series_method = getattr(self, method.replace("_summary", "_time_series"), None)
+        if df.empty and series_method is not None and not series_method(ranks or [0]):
+            return None
         df = df.set_index(list(df.columns[: list(df.columns).index("count")]))
         df["count"] = df["count"].astype("float64")  # describe()'s dtype
         df.columns = pd.MultiIndex.from_product([[series], list(df.columns)])
@@ -476,18 +509,30 @@ class TraceAnalysis:
         self,
         queue_length_dict: Optional[Dict[int, pd.DataFrame]],
         max_queue_length: int = 1024,
+        all_streams: bool = False,
     ) -> Optional[pd.DataFrame]:
-        """Per rank (the keys of ``queue_length_dict``, HTA's argument) and stream whose launch
-        queue reached ``max_queue_length``: duration_at_max_queue_length (us) and its share of
-        the rank's trace. HTA keeps only the last such stream of each rank; this lists every
-        one. None when no queue was full, as in HTA."""
+        """Per rank (the keys of ``queue_length_dict``, HTA's argument) whose launch queue
+        reached ``max_queue_length`` on some stream: that stream, duration_at_max_queue_length
+        (us) and its share of the rank's trace. HTA's answer by default: one row per rank, for
+        the stream of the highest number among those that reached it (HTA goes through the
+        streams in order and keeps the last), and an empty DataFrame when no queue was full.
+        ``all_streams=True``: opscope's fuller table, a row for every such stream (as
+        ``opscope analyze --report queue`` prints it). None when ``queue_length_dict`` is
+        None."""
         self._require("queue", "get_time_spent_blocked_on_full_queue")
-        if not queue_length_dict:
+        if queue_length_dict is None:
             return None
+        columns = ["rank", "stream", "duration_at_max_queue_length",
+                   "relative_duration_at_max_queue_length"]
+        if not queue_length_dict:
+            return pd.DataFrame(columns=columns)
         table = self._report(
             "queue", {"max_queue_length": int(max_queue_length)}, sorted(queue_length_dict)
         )["queue_full"]
-        return None if table.empty else table.reset_index(drop=True)
+        table = table.sort_values(by=["rank", "stream"], kind="mergesort", ignore_index=True)
+        if not all_streams:
+            table = table.groupby("rank", sort=True).tail(1)
+        return table.reset_index(drop=True)
 
     def generate_trace_with_counters(
         self,
@@ -499,17 +544,23 @@ class TraceAnalysis:
         ``output_suffix`` before ".json", with HTA's "Queue Length" and "Memcpy BW" counter
         events appended; every original event stays as it was. ``time_series`` is accepted for
         HTA's signature: both series are always written. Unlike HTA, a ``.json`` name gives a
-        plain file (HTA gzips whatever the name)."""
+        plain file (HTA gzips whatever the name). Each file goes through
+        ``opscope.analysis.Trace.write_raw_trace(output_file, trace_contents)`` as HTA's goes
+        through its ``Trace.write_raw_trace``: patched, it receives the trace as a mapping
+        (``RawTrace``, parsed when read) and nothing is written."""
         self._require("queue", "generate_trace_with_counters")
         suffix = output_suffix or "_with_counters"
         options = {"drop_last_step": self._drop_last_step}
         for i in self._positions_of(ranks or [0]):
             path = self.trace_files[self._ranks[i]]
             out = path.replace(".json", suffix + ".json")
+            written = RawTrace.temporary_beside(out)
+            raw = RawTrace(written, temporary=True)
             if self._client is None:
-                _write_counters(self._traces[i], out, options)
+                _write_counters(self._traces[i], written, options)
             else:
-                self._client.submit(_write_counters, self._traces[i], out, options).result()
+                self._client.submit(_write_counters, self._traces[i], written, options).result()
+            Trace().write_raw_trace(out, raw)
 
 # --- Methods made from the report catalog -----------------------------------------------------
 # Each report's catalog row (src/analysis/reports/<name>.cpp) names the HTA methods it answers
@@ -574,9 +625,11 @@ class TraceDiff:
 
     @staticmethod
     def _traces(side: Any) -> List["_C.TraceFile"]:
+        """The traces of one side; those read here hold their times as HTA's TraceDiff does
+        (hta_times(): rounded unless HTA_DISABLE_NS_ROUNDING=1); a TraceAnalysis's its own."""
         if isinstance(side, TraceAnalysis):
             if side._client is not None:
-                return [_C.TraceFile(p) for p in side.trace_files.values()]
+                return [_C.TraceFile(p, times=side.times) for p in side.trace_files.values()]
             return [side._traces[i] for i in side._order]
         path = os.fspath(side)
         if os.path.isdir(path):
@@ -587,8 +640,8 @@ class TraceDiff:
             )
             if not names:
                 raise ValueError(f"no .json or .json.gz trace in directory {path!r}")
-            return [_C.TraceFile(os.path.join(path, n)) for n in names]
-        return [_C.TraceFile(path)]
+            return [_C.TraceFile(os.path.join(path, n), times=hta_times()) for n in names]
+        return [_C.TraceFile(path, times=hta_times())]
 
     @staticmethod
     def _as_list(value: Union[None, int, Sequence[int]]) -> List[int]:

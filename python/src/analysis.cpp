@@ -36,16 +36,29 @@ struct TraceFile {
   std::string path;
   std::shared_ptr<const ProfilerResult> result;
   TraceLimits limits;  // what it was read within, read within again (unpickled, augmented)
+  std::string times = "ns";  // TraceReadOptions::times as times_of() names it
 };
 
+// TraceReadOptions::times by the name the Python API gives it.
+TraceTimes times_of(const std::string& name) {
+  if (name == "ns") return TraceTimes::kNanoseconds;
+  if (name == "hta") return TraceTimes::kHtaRounded;
+  if (name == "hta_float") return TraceTimes::kHtaFloat;
+  throw py::value_error(
+      "TraceFile: times is \"ns\" (as written), \"hta\" (HTA's rounding) or "
+      "\"hta_float\" (HTA's doubles, HTA_DISABLE_NS_ROUNDING=1), not \"" +
+      name + "\"");
+}
+
 TraceFile read_trace_file(const std::string& path, double max_gzip_ratio,
-                          std::int64_t max_event_size) {
+                          std::int64_t max_event_size, const std::string& times) {
   if (!(max_gzip_ratio >= 0) || max_event_size < 0) {
     throw py::value_error("TraceFile: max_gzip_ratio and max_event_size are 0 (no limit) or more");
   }
   TraceReadOptions options;
   options.limits.max_gzip_ratio = max_gzip_ratio;
   options.limits.max_event_bytes = max_event_size;
+  options.times = times_of(times);
   std::shared_ptr<const ProfilerResult> result;
   {
     // Parsing a trace is seconds of pure C++ for a large one: other Python threads (a dask
@@ -53,7 +66,7 @@ TraceFile read_trace_file(const std::string& path, double max_gzip_ratio,
     py::gil_scoped_release release;
     result = read_traces(std::span<const std::string>(&path, 1), 0, options).front();
   }
-  return TraceFile{path, std::move(result), options.limits};
+  return TraceFile{path, std::move(result), options.limits, times};
 }
 
 // The settings run_report() accepts, each a field of ReportOptions under its own name: one
@@ -307,12 +320,19 @@ void bind_analysis(py::module_& m) {
                         "opscope.analysis. Pickles as its path; unpickling reads the file again.")
       .def(py::init(&read_trace_file), py::arg("path"),
            py::arg("max_gzip_ratio") = TraceLimits{}.max_gzip_ratio,
-           py::arg("max_event_size") = TraceLimits{}.max_event_bytes,
+           py::arg("max_event_size") = TraceLimits{}.max_event_bytes, py::arg("times") = "ns",
            "Reads the trace at `path` (the GIL is released while it parses); RuntimeError "
            "with the reader's message when the file is missing or not a trace. The limits "
            "(opscope::TraceLimits; 0: none) refuse a hostile file before it takes memory "
            "without bound: a gzip text inflating past max_gzip_ratio times the file's size "
-           "(and 64 MiB), an event of more than max_event_size bytes.")
+           "(and 64 MiB), an event of more than max_event_size bytes. times "
+           "(opscope::TraceTimes): \"ns\" keeps the nanoseconds as written; \"hta\" rounds "
+           "each event inward to whole microseconds as HTA does a trace whose ts have "
+           "fractions; \"hta_float\" holds each ts as the double HTA reads "
+           "(HTA_DISABLE_NS_ROUNDING=1).")
+      .def_property_readonly(
+          "times", [](const TraceFile& t) { return t.times; },
+          "How its times are held: the constructor's times.")
       .def_property_readonly("path", [](const TraceFile& t) { return t.path; })
       .def_property_readonly(
           "rank", [](const TraceFile& t) { return t.result->rank(); },
@@ -327,7 +347,7 @@ void bind_analysis(py::module_& m) {
       .def("__reduce__", [](const TraceFile& t) {
         return py::make_tuple(
             py::module_::import("opscope._C").attr("TraceFile"),
-            py::make_tuple(t.path, t.limits.max_gzip_ratio, t.limits.max_event_bytes));
+            py::make_tuple(t.path, t.limits.max_gzip_ratio, t.limits.max_event_bytes, t.times));
       });
 
   m.def(

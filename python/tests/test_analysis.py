@@ -484,15 +484,25 @@ def test_no_queue_was_full_as_in_hta(job):
     series = theirs.get_queue_length_time_series()
     want = theirs.get_time_spent_blocked_on_full_queue(series)
     got = ours.get_time_spent_blocked_on_full_queue(ours.get_queue_length_time_series())
-    # No stream of these jobs ever had 1024 launches waiting; a low limit shows every stream
-    # that reached it (HTA's keeps one per rank).
-    assert (want is None or want.empty) and got is None, name
+    # No stream of these jobs ever had 1024 launches waiting: HTA's empty frame, its columns.
+    assert want.empty and got.empty, name
+    assert list(got.columns) == list(want.columns), name
+    # A low limit: HTA's one row per rank (the last stream that reached it); every stream that
+    # did with all_streams=True.
     peak = int(ours.get_queue_length_time_series()[0]["queue_length"].max())
+    want = theirs.get_time_spent_blocked_on_full_queue(series, max_queue_length=peak)
     low = ours.get_time_spent_blocked_on_full_queue({0: None}, max_queue_length=peak)
-    assert low is not None and set(low["rank"]) == {0}
-    assert list(low.columns) == ["rank", "stream", "duration_at_max_queue_length",
-                                 "relative_duration_at_max_queue_length"]
-    assert (low["duration_at_max_queue_length"] > 0).all()
+    assert list(low.columns) == list(want.columns)
+    assert low["rank"].tolist() == want["rank"].tolist() == [0]
+    assert low["stream"].tolist() == want["stream"].tolist(), name
+    assert low["duration_at_max_queue_length"].tolist() == pytest.approx(
+        want["duration_at_max_queue_length"].tolist(), rel=5e-3, abs=1
+    )
+    every = ours.get_time_spent_blocked_on_full_queue(
+        {0: None}, max_queue_length=peak, all_streams=True
+    )
+    assert set(every["rank"]) == {0} and len(every) >= len(low)
+    assert (every["duration_at_max_queue_length"] > 0).all()
 
 
 def test_trace_with_counters_keeps_the_trace_and_adds_htas_counters(tmp_path):

@@ -185,6 +185,9 @@ inline void EventReader::read_event(od::object& e) {
   if (has_dur && !end_in_range(ts, dur)) [[unlikely]] {
     fail(end_refusal(ts_raw, dur_raw, ts, dur, time_place(dur_raw, name)));
   }
+  // Every event is a row of HTA's frame, whatever the model keeps of it.
+  if (options_.times != TraceTimes::kNanoseconds)
+    piece_->ts_column |= static_cast<std::uint8_t>(ts_column_of(ts_raw));
   if (flow_left_out) return;
   if (ph.empty()) {
     ++piece_->skipped;

@@ -75,6 +75,9 @@ struct Piece {
   std::vector<Meta> metadata;  // in the order of the text
   std::uint64_t skipped = 0;   // events of a phase the model does not hold
   bool memory_events = false;  // some "[memory]" event was read
+  // What the events' ts say of HTA's "ts" column (TsColumn bits, trace_times.h): asked only
+  // when TraceReadOptions::times is one of HTA's.
+  std::uint8_t ts_column = 0;
   std::exception_ptr error;    // what stopped the reading (after the events before it)
 
   void clear() {
@@ -90,6 +93,7 @@ struct Piece {
     metadata.clear();
     skipped = 0;
     memory_events = false;
+    ts_column = 0;
     error = nullptr;
   }
 };

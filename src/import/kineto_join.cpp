@@ -8,6 +8,7 @@
 #include <string>
 
 #include "import/importer.h"
+#include "import/trace_times.h"
 #include "model/kineto_schema.h"
 #include "opscope/error.h"
 
@@ -102,6 +103,7 @@ void Reader::merge(Piece& p) {
   }
   skipped_ += p.skipped;
   memory_events_ = memory_events_ || p.memory_events;
+  ts_column_ |= p.ts_column;
   if (p.error) std::rethrow_exception(p.error);
 }
 
@@ -267,7 +269,36 @@ inline void Reader::hand_over_flows() {
   flow_ends_ = {};
 }
 
+// TraceReadOptions::times: the whole trace's times as HTA holds them, once its "ts" column is
+// known to be float (trace_times.h), before the model nests the events by those times (as
+// HTA's analyses see them).
+void Reader::round_as_hta() {
+  if (options_.times == TraceTimes::kNanoseconds ||
+      ts_column_ != static_cast<std::uint8_t>(TsColumn::kFloat)) {
+    return;
+  }
+  if (options_.times == TraceTimes::kHtaFloat) {
+    builder_.apply_links([](Event& e) {
+      const std::int64_t dur = e.end_ns - e.start_ns;
+      e.start_ns = hta_float_ns(e.start_ns);
+      e.end_ns = e.start_ns + dur;
+    });
+    for (FlowEnd& f : flow_ends_) f.ts = hta_float_ns(f.ts);
+    return;
+  }
+  builder_.apply_links([](Event& e) {
+    if (e.kind == EventKind::kInstant || e.kind == EventKind::kMemory) {
+      // No dur: HTA's end and dur are NaN, its ts the ceiling.
+      e.start_ns = e.end_ns = hta_ceil_ns(e.start_ns);
+    } else {
+      hta_round_event(e.start_ns, e.end_ns);
+    }
+  });
+  for (FlowEnd& f : flow_ends_) f.ts = hta_ceil_ns(f.ts);
+}
+
 void Reader::build() {
+  round_as_hta();
   // The recording process: the one with the most CPU ops (its threads get pid -1).
   std::int64_t own_pid = 0;
   std::int64_t most = -1;

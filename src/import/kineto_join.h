@@ -92,6 +92,7 @@ class Reader : public TextWalker {
   std::int64_t pid_of(const Id& pid) { return pid.text.empty() ? pid.number : text_pid(pid.text); }
 
   void hand_over_flows();
+  void round_as_hta();
 
   void build();
 
@@ -116,6 +117,7 @@ class Reader : public TextWalker {
   std::string device_properties_;
   std::uint64_t skipped_ = 0;   // events of a phase the model does not hold
   bool memory_events_ = false;  // some "[memory]" event was read: the memory lens is on
+  std::uint8_t ts_column_ = 0;  // Piece::ts_column of every piece
 };
 
 }  // namespace opscope::import

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <system_error>
 
@@ -76,6 +77,45 @@ std::string end_refusal(std::string_view ts_raw, std::string_view dur_raw, std::
   // Both are within the rule, so their sum fits an int64.
   out += " ends at " + micros_text(ts_ns + dur_ns) + " us, outside the times a trace may hold: ";
   return out + allowed() + event_words(where);
+}
+
+namespace {
+
+// The double nearest to ns / 1000 (what Python's float() reads from the text "ss.nnn"): the
+// quotient in a long double of 64 bits of mantissa, then to 53. That double rounding is
+// exact here: a quotient of thousandths is never within half a 64-bit ulp of a midpoint of
+// the 53-bit grid without being on it (it is 1/1000 of a 53-bit ulp or more away, and
+// 2^11 > 1000). Where long double is no wider than double, the text is read by from_chars.
+double micros_of(std::int64_t ns) {
+  if constexpr (std::numeric_limits<long double>::digits >= 64) {
+    return static_cast<double>(static_cast<long double>(ns) / 1000.0L);
+  } else {
+    std::string text = micros_text(ns);
+    double v = 0;
+    std::from_chars(text.data(), text.data() + text.size(), v);
+    return v;
+  }
+}
+
+std::int64_t ns_of_whole_micros(double us) { return static_cast<std::int64_t>(us) * 1000; }
+
+}  // namespace
+
+std::int64_t hta_ceil_ns(std::int64_t ns) { return ns_of_whole_micros(std::ceil(micros_of(ns))); }
+
+std::int64_t hta_float_ns(std::int64_t ns) {
+  const double us = micros_of(ns);
+  // The whole microseconds and the fraction apart, each exact: the double's fraction is a
+  // multiple of its step, so its thousandths are the nanoseconds it stands for.
+  const double whole = std::trunc(us);
+  return ns_of_whole_micros(whole) + std::llround((us - whole) * 1000.0);
+}
+
+void hta_round_event(std::int64_t& start_ns, std::int64_t& end_ns) {
+  const double ts = micros_of(start_ns);
+  const double dur = micros_of(end_ns - start_ns);
+  start_ns = ns_of_whole_micros(std::ceil(ts));
+  end_ns = ns_of_whole_micros(std::floor(ts + dur));
 }
 
 }  // namespace opscope::import

@@ -46,6 +46,33 @@ constexpr bool end_in_range(std::int64_t ts, std::int64_t dur) {
   return time_in_range(ts + (dur > 0 ? dur : 0));
 }
 
+// --- HTA's times (TraceReadOptions::times, TraceTimes) -----------------------------------------
+//
+// HTA (hta/common/trace_parser.py, round_down_time_stamps) reads the events into a pandas
+// frame and, when its "ts" column is float64, rounds every event inward in doubles of
+// microseconds: ts = ceil(ts), end = floor(ts + dur), dur = end - ts. The column is float64
+// when some ts is written with a fraction or an exponent, or some event has none (NaN); a ts
+// written as a string makes it an object column, which HTA leaves alone.
+
+// What one event's ts (its JSON text, empty when it has none) says of the column.
+enum class TsColumn : std::uint8_t { kWhole = 0, kFloat = 1, kText = 2 };
+inline TsColumn ts_column_of(std::string_view raw) {
+  if (raw.empty()) return TsColumn::kFloat;
+  if (raw.front() == '"') return TsColumn::kText;
+  return raw.find_first_of(".eE") == std::string_view::npos ? TsColumn::kWhole : TsColumn::kFloat;
+}
+
+// HTA's ceil(ts) of a time held in nanoseconds, in nanoseconds: the ceiling of the double
+// that Python reads from the text (the nearest one to ns / 1000), so a fraction too small for
+// the double (below 0.125 us at today's epoch microseconds, 1.7e15) rounds down as in HTA.
+std::int64_t hta_ceil_ns(std::int64_t ns);
+// HTA's rounding of a complete event [start_ns, end_ns): start = ceil(ts), end =
+// floor(ts + dur) with the sum taken in doubles, as pandas takes it. end may fall before start.
+void hta_round_event(std::int64_t& start_ns, std::int64_t& end_ns);
+// A time as HTA holds it with HTA_DISABLE_NS_ROUNDING=1: the double Python reads from its text,
+// in nanoseconds (a multiple of 250 ns at today's epoch microseconds).
+std::int64_t hta_float_ns(std::int64_t ns);
+
 // Where a refused time stands, for its message: the byte offset of its value and of its
 // event in the (inflated) text, and the event's name when it has one.
 struct TimePlace {

@@ -40,12 +40,16 @@ inline nlohmann::json read_json(const fs::path& p) {
 // by default it rounds each event inward to whole microseconds (start up, end down), so every
 // event loses up to 1 us, which on the AMD trace is 15 % of its compute time. opscope keeps
 // the nanoseconds; with the switch HTA does too, and the definitions can be compared exactly.
-inline nlohmann::json hta(const std::string& dir, const std::string& report, std::string& why) {
+// `hta_rounding`: HTA as it runs by default, rounding (opscope analyze --times hta).
+inline nlohmann::json hta(const std::string& dir, const std::string& report, std::string& why,
+                          bool hta_rounding = false) {
   const fs::path out = scratch("hta_" + report + ".json");
   fs::remove(out);
-  const auto [code, text] = shell("HTA_DISABLE_NS_ROUNDING=1 /usr/bin/python3 " +
-                                  std::string(OPSCOPE_SOURCE_DIR) + "/tests/peers/hta_report.py " +
-                                  kPeers + "/hta " + dir + " " + report + " " + out.string());
+  const std::string env =
+      hta_rounding ? "env -u HTA_DISABLE_NS_ROUNDING " : "HTA_DISABLE_NS_ROUNDING=1 ";
+  const auto [code, text] = shell(env + "/usr/bin/python3 " + std::string(OPSCOPE_SOURCE_DIR) +
+                                  "/tests/peers/hta_report.py " + kPeers + "/hta " + dir + " " +
+                                  report + " " + out.string());
   if (code == 3) {
     why = text;
     return {};

@@ -75,9 +75,11 @@ Report idle_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
         std::vector<Work> work;
         for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
           const Event& e = events[static_cast<std::size_t>(index)];
-          // Kernels, copies and sets only: HTA leaves GPU-side waits (cuda_sync) out here.
+          // Kernels, copies and sets only, and MTIA's device work (its "mtia_ccp_events"): the
+          // categories HTA's get_idle_time_breakdown lists. It leaves GPU-side waits
+          // (cuda_sync) out here.
           if (e.kind != EventKind::kKernel && e.kind != EventKind::kMemcpy &&
-              e.kind != EventKind::kMemset) {
+              e.kind != EventKind::kMemset && r.category(e) != "mtia_ccp_events") {
             continue;
           }
           const EventDetail* d = r.detail(e);
