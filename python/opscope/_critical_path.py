@@ -158,7 +158,43 @@ class CPGraph(nx.DiGraph):
         self.edge_to_event_map: Dict[Tuple[int, int], int] = {}
         self._stream_of_event: Optional[Dict[int, int]] = None
 
-    # --- Built from the engine ------------------------------------------------------------
+    # --- Built from the engine, lazily ---------------------------------------------------
+    # The engine answers with arrays (_C.critical_path). The Python objects HTA's graph is made
+    # of (a CPNode per node, a CPEdge and two networkx dict entries per edge) cost far more to
+    # make than the whole analysis in C++, so each part is made when first read: the networkx
+    # graph's own dicts (_node, _adj, _pred, _succ: through properties, since networkx reads
+    # them directly), and HTA's attributes (through __getattr__, which runs only while the
+    # attribute is missing). What needs only the path (summary, breakdown, the overlay by
+    # default) never makes the rest.
+
+    def _graph_dict(key: str, views: Tuple[str, ...]):  # type: ignore[misc]
+        def get(self):
+            if self.__dict__.get("_cp_pending") is not None:
+                self._materialize_graph()
+            return self.__dict__[key]
+
+        def set_(self, value):
+            # As networkx's own descriptors: a new dict drops the cached views of the old one.
+            self.__dict__[key] = value
+            for view in views:
+                self.__dict__.pop(view, None)
+
+        return property(get, set_)
+
+    _node = _graph_dict("_cp_node", ())
+    _adj = _graph_dict("_cp_adj", ("adj", "succ"))
+    _succ = _adj  # one dict, as in networkx
+    _pred = _graph_dict("_cp_pred", ("pred",))
+    del _graph_dict
+
+    _LAZY = (
+        "node_list",
+        "event_to_start_node_map",
+        "event_to_end_node_map",
+        "edge_to_event_map",
+        "critical_path_events_set",
+        "critical_path_edges_set",
+    )
 
     @classmethod
     def _from_engine(
@@ -166,43 +202,92 @@ class CPGraph(nx.DiGraph):
     ) -> "CPGraph":
         self = cls(None, t, rank, data_load_events=data_load_events)
         self.t = t
-        ts_ns = g["node_ts_ns"]
-        w_ns = g["edge_weight_ns"]
-        gw_ns = g["edge_graph_weight_ns"]
+        for name in cls._LAZY:
+            del self.__dict__[name]
+        ts_ns, w_ns, gw_ns = g["node_ts_ns"], g["edge_weight_ns"], g["edge_graph_weight_ns"]
         # Microseconds, whole when every time is (HTA's rounded traces), else fractional.
         whole = not (ts_ns % 1000).any() and not (w_ns % 1000).any() and not (gw_ns % 1000).any()
-        if whole:
-            ts, w, gw = (ts_ns // 1000).tolist(), (w_ns // 1000).tolist(), (gw_ns // 1000).tolist()
-        else:
-            ts, w, gw = (ts_ns / 1000).tolist(), (w_ns / 1000).tolist(), (gw_ns / 1000).tolist()
-        ev = g["node_event"].tolist()
-        starts = g["node_is_start"].tolist()
-        blocking = g["node_is_blocking"].tolist()
-        self.node_list = [
-            CPNode(i, e, s, st, b) for i, (e, s, st, b) in enumerate(zip(ev, ts, starts, blocking))
-        ]
-        self.event_to_start_node_map = {e: i for i, (e, st) in enumerate(zip(ev, starts)) if st}
-        self.event_to_end_node_map = {e: i for i, (e, st) in enumerate(zip(ev, starts)) if not st}
-        begins = g["edge_begin"].tolist()
-        ends = g["edge_end"].tolist()
-        types = [_EDGE_TYPES[k] for k in g["edge_type"].tolist()]
-        objects = [CPEdge(u, v, k, x) for u, v, k, x in zip(begins, ends, types, w)]
-        self.add_edges_from(
-            (u, v, {"weight": x, "object": o}) for u, v, x, o in zip(begins, ends, gw, objects)
-        )
-        no_event = g["no_event"]
-        self.edge_to_event_map = {
-            (u, v): a
-            for u, v, a in zip(begins, ends, g["edge_event"].tolist())
-            if a != no_event
-        }
+        self._cp_engine = dict(g, whole=whole)
         self.critical_path_nodes = g["path_nodes"].tolist()
-        self.critical_path_events_set = {ev[n] for n in self.critical_path_nodes}
-        self.critical_path_edges_set = {objects[k] for k in g["path_edges"].tolist()}
         events = g["events"]
         self.trace_df = pd.DataFrame({c: events[c] for c in _TRACE_DF_COLUMNS})
         self.trace_df.index = self.trace_df["index"].to_numpy()
+        self.__dict__["_cp_pending"] = True
         return self
+
+    def _us(self, ns: Any) -> List[Any]:
+        return (ns // 1000).tolist() if self._cp_engine["whole"] else (ns / 1000).tolist()
+
+    def _edge_objects(self, which: Any = None) -> List[CPEdge]:
+        g = self._cp_engine
+        sel = (lambda a: a) if which is None else (lambda a: a[which])
+        types = [_EDGE_TYPES[k] for k in sel(g["edge_type"]).tolist()]
+        return list(
+            map(
+                CPEdge,
+                sel(g["edge_begin"]).tolist(),
+                sel(g["edge_end"]).tolist(),
+                types,
+                self._us(sel(g["edge_weight_ns"])),
+            )
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for attributes not made yet (see above); anything else is missing.
+        engine = self.__dict__.get("_cp_engine")
+        if engine is None or name not in CPGraph._LAZY:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        g = engine
+        if name == "node_list":
+            value = list(
+                map(
+                    CPNode,
+                    range(len(g["node_event"])),
+                    g["node_event"].tolist(),
+                    self._us(g["node_ts_ns"]),
+                    g["node_is_start"].tolist(),
+                    g["node_is_blocking"].tolist(),
+                )
+            )
+        elif name in ("event_to_start_node_map", "event_to_end_node_map"):
+            want = name == "event_to_start_node_map"
+            starts = g["node_is_start"]
+            idx = (starts if want else ~starts).nonzero()[0]
+            value = dict(zip(g["node_event"][idx].tolist(), idx.tolist()))
+        elif name == "edge_to_event_map":
+            attributed = (g["edge_event"] != g["no_event"]).nonzero()[0]
+            value = dict(
+                zip(
+                    zip(g["edge_begin"][attributed].tolist(), g["edge_end"][attributed].tolist()),
+                    g["edge_event"][attributed].tolist(),
+                )
+            )
+        elif name == "critical_path_events_set":
+            value = set(g["node_event"][g["path_nodes"]].tolist())
+        else:  # critical_path_edges_set
+            value = set(self._edge_objects(g["path_edges"]))
+        self.__dict__[name] = value
+        return value
+
+    def _materialize_graph(self) -> None:
+        """Fills networkx's dicts as add_edges_from would (nodes in the order the edges bring
+        them in, each edge's data {"weight", "object"}), in one pass."""
+        d = self.__dict__
+        d["_cp_pending"] = None
+        g = self._cp_engine
+        objects = self._edge_objects()
+        node, succ, pred = d["_cp_node"], d["_cp_adj"], d["_cp_pred"]
+        for n in g["graph_nodes"].tolist():
+            node[n] = {}
+            succ[n] = {}
+            pred[n] = {}
+        for u, v, w, o in zip(
+            g["edge_begin"].tolist(), g["edge_end"].tolist(), self._us(g["edge_graph_weight_ns"]),
+            objects,
+        ):
+            data = {"weight": w, "object": o}
+            succ[u][v] = data
+            pred[v][u] = data
 
     # --- HTA's lookups --------------------------------------------------------------------
 
@@ -491,6 +576,8 @@ class CriticalPathAnalysis:
             "instance_end": int(end),
             "data_load_events": list(data_load_events or []),
             "add_zero_weight_launch_edges": _env_flag(_ADD_ZERO_WEIGHT_LAUNCH_EDGE_ENV),
+            # The job's decision (HTA's trace filter leaves the last step out over all ranks).
+            "drop_last_step": int(getattr(t, "_drop_last_step", -1)),
         }
         g = _C.critical_path(t._trace_file_of_rank(rank), options)
         if g is None:

@@ -369,6 +369,7 @@ py::object critical_path_py(const TraceFile& trace, const py::dict& given) {
   out["edge_graph_weight_ns"] = array_of(g.edge_graph_weight_ns);
   out["edge_event"] = array_of(g.edge_event);
   out["no_event"] = CriticalPathGraph::kNoEvent;
+  out["graph_nodes"] = array_of<std::int32_t, std::int64_t>(g.graph_nodes);
   out["path_nodes"] = array_of<std::int32_t, std::int64_t>(g.path_nodes);
   out["path_edges"] = array_of<std::int32_t, std::int64_t>(g.path_edges);
   out["path_length_ns"] = g.path_length_ns;
