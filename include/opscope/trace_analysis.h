@@ -270,6 +270,23 @@ struct CriticalPathGraph {
   std::vector<std::int32_t> path_nodes;   // the longest path
   std::vector<std::int32_t> path_edges;   // its edges (indices into the edge vectors)
   std::int64_t path_length_ns = 0;
+  // HTA's _get_cuda_event_record_df: each cudaEventRecord whose CUDA event a synchronization
+  // waits on, with the stream and GPU it was recorded on and the last launch onto them before
+  // it (-1: none), in time order.
+  struct EventRecord {
+    std::int32_t event = -1;
+    std::int64_t stream = -1, gpu = -1;
+    std::int32_t previous_launch = -1;
+  };
+  std::vector<EventRecord> event_records;
+  // HTA's _get_cuda_stream_wait_event_df: each cudaStreamWaitEvent with the stream that waits
+  // and the next launch onto it from the same thread (-1: none), in time order.
+  struct StreamWait {
+    std::int32_t event = -1;
+    std::int64_t stream = -1;
+    std::int32_t next_launch = -1;
+  };
+  std::vector<StreamWait> stream_waits;
   std::vector<std::string> warnings;  // why the path is not valid, or what was skipped
 };
 

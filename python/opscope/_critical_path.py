@@ -289,6 +289,29 @@ class CPGraph(nx.DiGraph):
             succ[u][v] = data
             pred[v][u] = data
 
+    # --- HTA's tables of CUDA event synchronization --------------------------------------
+
+    def _get_cuda_event_record_df(self) -> Optional[pd.DataFrame]:
+        """The cudaEventRecord calls a synchronization waits on: pid, tid, ts, name,
+        correlation, stream and gpu they were recorded on, index_previous_launch (the last
+        launch onto them before, -1 for none) and correlation_launch_event (HTA's columns)."""
+        table = self.__dict__.get("_cp_engine", {}).get("event_records")
+        if table is None or len(table["index"]) == 0:
+            return None
+        df = pd.DataFrame({k: v for k, v in table.items() if k != "index"})
+        return df[["pid", "tid", "ts", "name", "correlation", "stream", "gpu",
+                   "correlation_launch_event", "index_previous_launch"]]
+
+    def _get_cuda_stream_wait_event_df(self) -> Optional[pd.DataFrame]:
+        """The cudaStreamWaitEvent calls, indexed by event: name, ts, pid, tid, correlation,
+        stream (the one that waits) and index_next_launch (the next launch onto it from the
+        same thread, -1 for none)."""
+        table = self.__dict__.get("_cp_engine", {}).get("stream_waits")
+        if table is None or len(table["index"]) == 0:
+            return None
+        df = pd.DataFrame(dict(table)).set_index("index")
+        return df[["name", "ts", "pid", "tid", "correlation", "stream", "index_next_launch"]]
+
     # --- HTA's lookups --------------------------------------------------------------------
 
     @cached_property

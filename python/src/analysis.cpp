@@ -373,6 +373,53 @@ py::object critical_path_py(const TraceFile& trace, const py::dict& given) {
   out["path_nodes"] = array_of<std::int32_t, std::int64_t>(g.path_nodes);
   out["path_edges"] = array_of<std::int32_t, std::int64_t>(g.path_edges);
   out["path_length_ns"] = g.path_length_ns;
+  // The cudaEventRecord and cudaStreamWaitEvent tables HTA's CPGraph exposes (pid, tid, ts in
+  // us, correlation of each call; the launch it pairs with and that launch's correlation).
+  const auto call_table = [&](const auto& rows, const char* launch_key, const char* launch_corr,
+                              auto stream_of_row, auto launch_of_row) {
+    std::vector<std::int64_t> index, pid, tid, corr, stream, launch, launch_c;
+    std::vector<double> ts;
+    py::list name;
+    for (const auto& row : rows) {
+      const Event& e = r.events()[static_cast<std::size_t>(row.event)];
+      const ThreadInfo& t = r.threads()[static_cast<std::size_t>(e.thread)];
+      index.push_back(row.event);
+      pid.push_back(t.pid >= 0 ? t.pid : r.pid());
+      tid.push_back(static_cast<std::int64_t>(t.tid));
+      ts.push_back(static_cast<double>(e.start_ns) / 1000.0);
+      name.append(py::str(std::string(e.name)));
+      const EventDetail* d = r.detail(e);
+      corr.push_back(d != nullptr ? d->gpu.correlation : -1);
+      stream.push_back(stream_of_row(row));
+      const std::int32_t l = launch_of_row(row);
+      launch.push_back(l);
+      const EventDetail* ld = l >= 0 ? r.detail(r.events()[static_cast<std::size_t>(l)]) : nullptr;
+      launch_c.push_back(ld != nullptr ? ld->gpu.correlation : -1);
+    }
+    py::dict table;
+    table["index"] = array_of(index);
+    table["pid"] = array_of(pid);
+    table["tid"] = array_of(tid);
+    table["ts"] = array_of(ts);
+    table["name"] = name;
+    table["correlation"] = array_of(corr);
+    table["stream"] = array_of(stream);
+    table[launch_key] = array_of(launch);
+    table[launch_corr] = array_of(launch_c);
+    return table;
+  };
+  out["event_records"] = call_table(
+      g.event_records, "index_previous_launch", "correlation_launch_event",
+      [](const auto& row) { return row.stream; }, [](const auto& row) { return row.previous_launch; });
+  {
+    std::vector<std::int64_t> gpu;
+    for (const auto& row : g.event_records) gpu.push_back(row.gpu);
+    py::dict table = out["event_records"].cast<py::dict>();
+    table["gpu"] = array_of(gpu);
+  }
+  out["stream_waits"] = call_table(
+      g.stream_waits, "index_next_launch", "correlation_next_launch",
+      [](const auto& row) { return row.stream; }, [](const auto& row) { return row.next_launch; });
   py::dict events;
   events["index"] = array_of<std::int32_t, std::int64_t>(named);
   events["name"] = names;

@@ -615,8 +615,12 @@ void Builder::kernel_edges() {
         prev = items[k].ev;
       } else {
         previous_launch[items[k].corr] = prev;
+        g_.event_records.push_back({items[k].ev, items[k].stream, items[k].gpu, prev});
       }
     }
+    std::stable_sort(g_.event_records.begin(), g_.event_records.end(), [&](const auto& a, const auto& b) {
+      return std::tie(event(a.event).start_ns, a.event) < std::tie(event(b.event).start_ns, b.event);
+    });
   }
   // _get_cuda_stream_wait_event_df: each cudaStreamWaitEvent's next launch on its thread onto
   // the stream that waits.
@@ -649,8 +653,12 @@ void Builder::kernel_edges() {
         next = items[k].ev;
       } else {
         next_launch[items[k].ev] = next;
+        g_.stream_waits.push_back({items[k].ev, items[k].stream, next});
       }
     }
+    std::stable_sort(g_.stream_waits.begin(), g_.stream_waits.end(), [&](const auto& a, const auto& b) {
+      return std::tie(event(a.event).start_ns, a.event) < std::tie(event(b.event).start_ns, b.event);
+    });
   }
 
   // The GPU work and syncs of the window, by start (syncs by their end).
