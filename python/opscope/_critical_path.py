@@ -15,6 +15,8 @@ Differences from HTA, each because opscope's model is not HTA's DataFrame:
   whole microsecond, else ``float``.
 """
 
+import contextlib
+import gc
 import logging
 import os
 import re
@@ -127,6 +129,20 @@ _COMM_KERNEL = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
 _TRACE_DF_COLUMNS = ["index", "name", "s_name", "cat", "pid", "tid", "stream"]
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """Python's cyclic collector off while tens of thousands of objects that all stay
+    reachable are made: in a process with a large heap (HTA's frames, the caller's data) its
+    full passes, triggered by the allocations alone, cost more than making the objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class CPGraph(nx.DiGraph):
     """HTA's critical path graph of one rank, a ``networkx.DiGraph`` whose nodes are node ids
     (positions in ``node_list``) and whose edges carry ``weight`` and ``object`` (a CPEdge).
@@ -237,7 +253,10 @@ class CPGraph(nx.DiGraph):
         engine = self.__dict__.get("_cp_engine")
         if engine is None or name not in CPGraph._LAZY:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        g = engine
+        with _no_gc():
+            return self._make(name, engine)
+
+    def _make(self, name: str, g: Dict[str, Any]) -> Any:
         if name == "node_list":
             value = list(
                 map(
@@ -272,6 +291,10 @@ class CPGraph(nx.DiGraph):
     def _materialize_graph(self) -> None:
         """Fills networkx's dicts as add_edges_from would (nodes in the order the edges bring
         them in, each edge's data {"weight", "object"}), in one pass."""
+        with _no_gc():
+            self._fill_graph_dicts()
+
+    def _fill_graph_dicts(self) -> None:
         d = self.__dict__
         d["_cp_pending"] = None
         g = self._cp_engine
