@@ -389,7 +389,6 @@ void Builder::call_stack_edges() {
     bool start;
   };
   std::vector<Point> points;
-  std::vector<std::int32_t> parent(n, kNone);
   std::vector<std::int32_t> first_child, next_sibling, last_child;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     if (!cpu_group[gi]) continue;
@@ -412,7 +411,6 @@ void Builder::call_stack_edges() {
     });
     // The call stack: a start's parent is the top of the stack; an end pops the top, whatever
     // it is (HTA's _construct_call_stack_graph).
-    std::vector<std::int32_t> local(members.size());
     std::unordered_map<std::int32_t, std::int32_t> slot;  // event -> local slot
     slot.reserve(members.size());
     for (std::size_t k = 0; k < members.size(); ++k) slot[members[k]] = static_cast<std::int32_t>(k);
@@ -596,7 +594,6 @@ void Builder::kernel_edges() {
     };
     std::vector<Item> items;
     for (const Launch& l : launches) items.push_back({l.gpu, l.stream, l.ts, 0, l.ev, -1});
-    std::vector<Item> records;
     for (std::size_t i = 0; i < n; ++i) {
       if (!frame_[i] || ev_[i].name != "cudaEventRecord") continue;
       const auto it = record_stream.find(corr_[i]);
