@@ -588,6 +588,20 @@ def restore_cpgraph(zip_filename: str, t_full: Any, rank: int) -> CPGraph:
     return restored
 
 
+def _trace_file(t: Any, rank: int) -> "_C.TraceFile":
+    """The rank's trace from an opscope TraceAnalysis, or from anything with HTA's
+    ``trace_files`` ({rank: path}: HTA's Trace, opscope's TraceAnalysis.t), read again."""
+    if hasattr(t, "_trace_file_of_rank"):
+        return t._trace_file_of_rank(rank)
+    files = getattr(t, "trace_files", None)
+    if not isinstance(files, dict) or rank not in files:
+        raise ValueError(
+            f"rank {rank}: expected an opscope TraceAnalysis or a trace with trace_files "
+            f"{{rank: path}}, got {type(t).__name__}"
+        )
+    return _C.TraceFile(files[rank])
+
+
 class CriticalPathAnalysis:
     """HTA's CriticalPathAnalysis; ``t`` is an ``opscope.analysis.TraceAnalysis`` (or its
     ``t``)."""
@@ -625,7 +639,7 @@ class CriticalPathAnalysis:
             # The job's decision (HTA's trace filter leaves the last step out over all ranks).
             "drop_last_step": int(getattr(t, "_drop_last_step", -1)),
         }
-        g = _C.critical_path(t._trace_file_of_rank(rank), options)
+        g = _C.critical_path(_trace_file(t, rank), options)
         if g is None:
             logger.error(f"Could not find annotation {annotation} in the trace.")
             return None
@@ -661,7 +675,7 @@ class CriticalPathAnalysis:
         elif not path.is_dir():
             logger.error(f"{output_dir} is not a directory.")
             return ""
-        trace = t._trace_file_of_rank(rank)
+        trace = _trace_file(t, rank)
         output_file = os.path.join(
             str(path), "overlaid_critical_path_" + trace.path.split("/")[-1]
         )
