@@ -274,6 +274,9 @@ def run_report(
     name: str, traces: List[TraceFile], options: Dict[str, Any] = ...
 ) -> List[Tuple[str, List[str], List[Any]]]: ...
 
+# HTA's shorten_name: no return type, template or function arguments.
+def shorten_name(name: str) -> str: ...
+
 # HTA's TraceDiff between two lists of traces (each side's ranks); options: control_ranks,
 # test_ranks, control_iterations, test_iterations, device ("ALL", "CPU", "GPU"), short_names,
 # control_label, test_label. The ops_diff and ops_summary tables, as run_report returns them.

@@ -21,10 +21,9 @@ Without a client everything runs in this process, one engine call over all ranks
 
 Differences from HTA, each deliberate:
 
-* ``visualize=True`` draws nothing: opscope returns the same tables and warns once per call site
-  (``UserWarning``) that it has no figures; plot the DataFrames with plotly if you want HTA's.
-  HTA's ``get_idle_time_breakdown(visualize=True)`` turns ``stream`` into strings for its plot;
-  here ``stream`` is always an integer.
+* ``visualize=True`` draws HTA's plotly figures from the returned DataFrames (and shows them
+  with ``fig.show()``, as HTA does). HTA's ``get_idle_time_breakdown(visualize=True)`` turns
+  ``stream`` into strings for its plot; here ``stream`` is always an integer.
 * A trace without ``distributedInfo.rank`` takes its position among the job's files as its rank
   (HTA gives every such file rank 0, so two of them replace each other).
 * Timestamps keep their nanoseconds, as HTA does with ``HTA_DISABLE_NS_ROUNDING=1``.
@@ -66,9 +65,9 @@ except ImportError as _networkx_missing:  # the other reports work without it
 
 __all__ = [
     n
-    for n in ["TraceAnalysis", "TraceDiff", "BoundType", "CPEdge", "CPEdgeType", "CPGraph",
-              "CPNode", "CriticalPathAnalysis", "restore_cpgraph"]
-    if n in globals() or n in ("TraceAnalysis", "TraceDiff")
+    for n in ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType", "BoundType", "CPEdge",
+              "CPEdgeType", "CPGraph", "CPNode", "CriticalPathAnalysis", "restore_cpgraph"]
+    if n in globals() or n in ("TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType")
 ]
 
 # HTA's default trace_dir (hta/configs/default_values.py).
@@ -151,14 +150,11 @@ def _index_per_rank(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _visualize_ignored(method: str, visualize: bool) -> None:
-    if visualize:
-        warnings.warn(
-            f"opscope.analysis.TraceAnalysis.{method}: visualize=True draws no figure in "
-            "opscope (the returned DataFrames are HTA's); pass visualize=False",
-            UserWarning,
-            stacklevel=3,
-        )
+def _figures():
+    """The module that draws visualize=True's plotly figures (imported when one is drawn)."""
+    from . import _hta_methods
+
+    return _hta_methods
 
 
 class TraceAnalysis:
@@ -244,16 +240,21 @@ class TraceAnalysis:
             return name if os.path.isabs(name) else os.path.join(trace_dir, name)
 
         if trace_files is None:
-            if not os.path.isdir(trace_dir):
-                raise ValueError(f"trace_dir {trace_dir!r} is not a directory")
             names = sorted(
                 n
-                for n in os.listdir(trace_dir)
+                for n in (os.listdir(trace_dir) if os.path.isdir(trace_dir) else [])
                 if (n.endswith(".json") or n.endswith(".json.gz"))
                 and os.path.isfile(os.path.join(trace_dir, n))
             )
             if not names:
-                raise ValueError(f"no .json or .json.gz trace in directory {trace_dir!r}")
+                # HTA builds an analyzer of no traces here (and logs an error); so does opscope,
+                # with a warning, so that a wrong folder is not silent.
+                warnings.warn(
+                    f"opscope.analysis.TraceAnalysis: no .json or .json.gz trace in directory "
+                    f"{trace_dir!r} (missing or empty); the analyzer has no traces",
+                    UserWarning,
+                    stacklevel=3,
+                )
             return [os.path.join(trace_dir, n) for n in names], None
         if isinstance(trace_files, dict):
             ranks = sorted(trace_files)
@@ -350,24 +351,25 @@ class TraceAnalysis:
         consecutive_kernel_delay: int = 30,
     ) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
         """Per rank and stream, the GPU's idle time by cause (host_wait, kernel_wait, other), as
-        (DataFrame, None). ``ranks`` defaults to [0], as in HTA; ``streams`` to every stream.
+        (DataFrame, None), or (DataFrame, interval statistics) with show_idle_interval_stats.
+        ``ranks`` defaults to [0], as in HTA; ``streams`` to every stream.
         ``consecutive_kernel_delay`` is in us (HTA's docstring says ns; its code uses us).
-        ``show_idle_interval_stats=True`` (HTA's second table, the statistics of the idle
-        intervals) is not available: NotImplementedError."""
-        _visualize_ignored("get_idle_time_breakdown", visualize)
-        if show_idle_interval_stats:
-            raise NotImplementedError(
-                "get_idle_time_breakdown: show_idle_interval_stats=True (the statistics of "
-                "each idle interval) is not in opscope's idle report; pass False"
-            )
+        ``show_idle_interval_stats=True``: the second table is HTA's, per rank, stream and
+        idle category (the index), describe() of the idle intervals (us, 2 decimals)."""
         if not ranks:
             ranks = [0]
-        df = self._report(
+        tables = self._report(
             "idle", {"consecutive_kernel_delay_us": float(consecutive_kernel_delay)}, ranks
-        )["idle"]
+        )
+        df = tables["idle"]
         if streams:
             df = df[df["stream"].isin(list(streams))]
-        return _index_per_rank(df.reset_index(drop=True)), None
+        if visualize:
+            _figures().draw_idle(df, visualize_pctg)
+        stats = None
+        if show_idle_interval_stats:
+            stats = _figures().idle_interval_stats(tables["idle_intervals"], ranks, streams)
+        return _index_per_rank(df.reset_index(drop=True)), stats
 
     def get_gpu_kernel_breakdown(
         self,
@@ -379,7 +381,6 @@ class TraceAnalysis:
     ) -> Tuple[pd.DataFrame, pd.DataFrame]:
         """(kernel_type_df, kernel_df) over every rank: GPU time by kernel type and their
         overlaps, and per rank and type the top kernels' statistics, the rest as "others"."""
-        _visualize_ignored("get_gpu_kernel_breakdown", visualize)
         tables = self._report(
             "kernels", {"duration_ratio": float(duration_ratio), "num_kernels": int(num_kernels)}
         )
@@ -391,6 +392,8 @@ class TraceAnalysis:
             # a piece that memory split in two may differ by 1 us).
             kernels = kernels[kernels["kernel_type"] != "MEMORY"].reset_index(drop=True)
             kernel_type = _kernel_type_table([kernel_type], include_memory=False)
+        if visualize:
+            _figures().draw_kernel_breakdown(kernel_type, kernels, image_renderer)
         return kernel_type, kernels
 
     def get_cuda_kernel_launch_stats(
@@ -407,7 +410,6 @@ class TraceAnalysis:
         only pick the outliers of HTA's plots (and of opscope's launch_summary table,
         ``opscope analyze --report launch``); the DataFrames are not filtered by them."""
         self._require("launch", "get_cuda_kernel_launch_stats")
-        _visualize_ignored("get_cuda_kernel_launch_stats", visualize)
         if not ranks:
             ranks = [0]
         options = {
@@ -416,10 +418,14 @@ class TraceAnalysis:
             "include_memory_events": bool(include_memory_events),
         }
         launches = self._report("launch", options, ranks)["launch"]
-        return {
+        out = {
             rank: launches[launches["rank"] == rank].drop(columns="rank").reset_index(drop=True)
             for rank in ranks
         }
+        if visualize:
+            for rank, df in out.items():
+                _figures().draw_launch_stats(rank, df, runtime_cutoff, launch_delay_cutoff)
+        return out
 
     def get_frequent_cuda_kernel_sequences(
         self,
@@ -440,7 +446,6 @@ class TraceAnalysis:
         writes nothing there (``top_k`` and ``compress_other_kernels`` only shape that file),
         and warns that it did not."""
         self._require("patterns", "get_frequent_cuda_kernel_sequences")
-        _visualize_ignored("get_frequent_cuda_kernel_sequences", visualize)
         if not operator_name:
             return pd.DataFrame()
         warnings.warn(
@@ -454,7 +459,10 @@ class TraceAnalysis:
         df = self._report("patterns", options, [rank])["patterns"]
         if df.empty:
             return pd.DataFrame()  # HTA's answer when no operator matches: no columns either
-        return df.drop(columns="rank").reset_index(drop=True)
+        df = df.drop(columns="rank").reset_index(drop=True)
+        if visualize:
+            _figures().draw_patterns(df, top_k, rank)
+        return df
 
     def _describe_table(
         self, report: str, method: str, table: str, series: str, ranks: Optional[List[int]]
@@ -539,12 +547,6 @@ class TraceAnalysis:
             return self._traces[i]
         return _C.TraceFile(self.trace_files[self._ranks[i]])
 
-    @property
-    def t(self) -> "TraceAnalysis":
-        """What HTA's code passes as its ``Trace`` (``restore_cpgraph(t_full=analyzer.t)``,
-        ``CriticalPathAnalysis.critical_path_analysis(analyzer.t, ...)``): this analyzer."""
-        return self
-
     def critical_path_analysis(
         self,
         rank: int,
@@ -585,8 +587,10 @@ class TraceAnalysis:
 
 def _job_table_method(report: str, method: str, table: str, series: str):
     def get(self, visualize: bool = True) -> pd.DataFrame:
-        _visualize_ignored(method, visualize)
-        return self._report(report, {})[table]
+        df = self._report(report, {})[table]
+        if visualize:
+            _figures().draw_job_table(method, df)
+        return df
 
     return get
 
@@ -663,6 +667,10 @@ class TraceDiff:
     def _tables(control, test, control_rank, test_rank, control_iteration, test_iteration,
                 device_type, use_short_name) -> Dict[str, pd.DataFrame]:
         device = getattr(device_type, "name", device_type)
+        control_traces, control_label = _figures().diff_side(control, "Control")
+        test_traces, test_label = _figures().diff_side(test, "Test")
+        if control_label == test_label:
+            test_label = f"{test_label}_control_test"  # HTA renames the test side so
         options = {
             "control_ranks": TraceDiff._as_list(control_rank),
             "test_ranks": TraceDiff._as_list(test_rank),
@@ -670,8 +678,10 @@ class TraceDiff:
             "test_iterations": TraceDiff._as_list(test_iteration),
             "device": str(device).upper(),
             "short_names": bool(use_short_name),
+            "control_label": control_label,
+            "test_label": test_label,
         }
-        tables = _C.trace_diff(TraceDiff._traces(control), TraceDiff._traces(test), options)
+        tables = _C.trace_diff(control_traces, test_traces, options)
         return {name: _frame(columns, data) for name, columns, data in tables}
 
     @staticmethod
@@ -685,14 +695,16 @@ class TraceDiff:
         device_type: Any = "ALL",
         use_short_name: bool = False,
     ) -> pd.DataFrame:
-        """Per operator and kernel name (the index, ``name`` or ``short_name``): Control_counts,
-        Control_total_duration, Test_counts, Test_total_duration (us), diff_counts,
-        diff_duration and counts_change_categories ("+", "-", "="). ``control`` and ``test``: a
-        trace directory, a trace file or a TraceAnalysis. Ranks and iterations default to the
+        """Per operator and kernel name (the index, ``name`` or ``short_name``): <label>_counts,
+        <label>_total_duration for each side (us), diff_counts, diff_duration and
+        counts_change_categories ("+", "-", "="). ``control`` and ``test``: a LabeledTrace
+        (opscope's or HTA's; its label names the columns), a TraceAnalysis, a trace directory
+        or a trace file (labels "Control" and "Test"). Ranks and iterations default to the
         smallest of each side; ``device_type`` is "ALL", "CPU", "GPU" or HTA's DeviceType."""
         df = TraceDiff._tables(control, test, control_rank, test_rank, control_iteration,
                                test_iteration, device_type, use_short_name)["ops_diff"]
-        return df.set_index("name").rename_axis("short_name" if use_short_name else "name")
+        key = df.columns[0]  # "name", or "short_name" with use_short_name
+        return df.set_index(key).rename_axis("short_name" if use_short_name else "name")
 
     @staticmethod
     def ops_diff(
@@ -713,3 +725,10 @@ class TraceDiff:
         for category, name in zip(summary["category"], summary["name"]):
             out[category].append(name)
         return out
+
+
+# --- The rest of HTA's API (python/opscope/_hta_methods.py) ---------------------------------
+from . import _hta_methods  # noqa: E402  (it reads this module's helpers)
+from ._hta_methods import DeviceType, LabeledTrace, SymbolTable, TraceView  # noqa: E402,F401
+
+_hta_methods.install(TraceAnalysis, TraceDiff)

@@ -522,6 +522,10 @@ void bind_analysis(py::module_& m) {
         "ReportOptions fields named in `options`; the GIL is released while it runs. Returns a "
         "list of (table name, column names, column values) with each column a numpy array "
         "(numbers) or a list (text).");
+  m.def(
+      "shorten_name", [](std::string_view name) { return shorten_name(name); }, py::arg("name"),
+      "HTA's shorten_name: a kernel or operator name without its return type, template and "
+      "function arguments; memory kernels' names unchanged.");
   m.def("trace_diff", &trace_diff_py, py::arg("control"), py::arg("test"),
         py::arg("options") = py::dict(),
         "HTA's TraceDiff between two lists of traces (the ranks of each side); `options`: "

@@ -267,18 +267,29 @@ def test_every_method_of_the_catalog_is_a_method():
             assert method.__doc__ == doc and doc
 
 
-def test_visualize_warns_and_returns_the_same_frames():
+def test_visualize_draws_the_figures_of_the_same_frames(monkeypatch):
+    """visualize=True shows HTA's plotly figures (captured here, not shown) drawn from the
+    DataFrames the method returns."""
+    pytest.importorskip("plotly")
+    import plotly.graph_objects as go
+
     from opscope.analysis import TraceAnalysis
 
     if not os.path.isdir(TRACES):
         pytest.skip(f"no traces under {SHARED}")
+    shown = []
+    monkeypatch.setattr(go.Figure, "show", lambda fig, *a, **k: shown.append(fig))
     ours = TraceAnalysis(trace_dir=os.path.join(TRACES, "amd_trace"))
-    with pytest.warns(UserWarning, match="visualize=True draws no figure"):
-        drawn = ours.get_temporal_breakdown()  # HTA's default is visualize=True
+    drawn = ours.get_temporal_breakdown()  # HTA's default is visualize=True
     pd.testing.assert_frame_equal(drawn, ours.get_temporal_breakdown(visualize=False))
-    with pytest.warns(UserWarning):
-        drawn, _ = ours.get_idle_time_breakdown(visualize=True)
+    assert len(shown) == 1 and shown[0].layout.title.text == "Temporal breakdown across ranks"
+    assert [bar.name for bar in shown[0].data] == ["idle_time", "compute_time", "non_compute_time"]
+    assert list(shown[0].data[0].y) == list(drawn["idle_time_pctg"] / 100)
+    shown.clear()
+    drawn, _ = ours.get_idle_time_breakdown(visualize=True)
     assert drawn["stream"].dtype.kind == "i"  # not HTA's strings for its plot
+    assert len(shown) == 1
+    assert sorted(bar.name for bar in shown[0].data) == sorted(drawn["idle_category"].unique())
 
 
 def test_arguments_errors_name_the_value():
@@ -292,8 +303,11 @@ def test_arguments_errors_name_the_value():
         ours.get_idle_time_breakdown(ranks=[3], visualize=False)
     with pytest.raises(RuntimeError, match="no-such-file"):
         TraceAnalysis(trace_files=["no-such-file.json"], trace_dir=TRACES)
-    with pytest.raises(ValueError, match="no .json or .json.gz trace"):
-        TraceAnalysis(trace_dir=os.path.join(TRACES, "critical_path"))
+    # HTA builds an analyzer of no traces for a folder without any; opscope warns.
+    with pytest.warns(UserWarning, match="no .json or .json.gz trace"):
+        empty = TraceAnalysis(trace_dir=os.path.join(TRACES, "critical_path"))
+    assert empty.trace_files == {}
+    assert empty.get_cupti_counter_data_with_operators() == []
 
 
 def test_trace_files_dict_keys_are_the_ranks():

@@ -4,7 +4,9 @@
 // the HTA code it names (../shared/peers/hta).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "opscope/result.h"
 
@@ -42,5 +44,10 @@ bool is_launch_call(std::string_view name, LaunchCalls which, bool include_memor
 // (^dma). kernel_type() asks it after the communication pattern; shorten_name() alone, so
 // that there a "hipMemcpy..." is memory.
 bool is_memory_kernel(std::string_view name);
+
+// HTA's "iteration" column, as TraceDiff reads it (src/analysis/trace_diff.cpp): per event of
+// `r`, the ProfilerStep#N whose span holds its start (CPU side) or its launcher's (GPU work);
+// -1 for none and for the events not in HTA's frame.
+std::vector<std::int64_t> event_iterations(const ProfilerResult& r);
 
 }  // namespace opscope::internal

@@ -304,4 +304,9 @@ std::vector<Report> trace_diff(Ranks control, Ranks test, const DiffOptions& opt
   return out;
 }
 
+namespace internal {
+
+std::vector<std::int64_t> event_iterations(const ProfilerResult& r) { return iterations_of(r); }
+
+}  // namespace internal
 }  // namespace opscope

@@ -16,6 +16,8 @@ import os
 # HTA's module -> the names opscope.analysis provides in its place.
 SWAPPED = {
     "hta.trace_analysis": ("TraceAnalysis",),
+    # Not LabeledTrace: HTA's documentation hands HTA's own LabeledTrace to TraceDiff, and
+    # opscope's TraceDiff must take it (opscope.analysis.LabeledTrace has python/tests).
     "hta.trace_diff": ("TraceDiff",),
     "hta.analyzers.critical_path_analysis": (
         "CPGraph", "CPNode", "CPEdge", "CPEdgeType", "BoundType", "CriticalPathAnalysis",

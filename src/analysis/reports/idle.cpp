@@ -2,6 +2,7 @@
 // declared in opscope/trace_analysis.h; tests/unit/analyze_golden_test.cpp compares it with HTA's
 // own answers on real traces.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -21,12 +22,41 @@ using internal::round2;
 using internal::stream_of;
 using internal::us;
 
-}  // namespace
+// pandas' describe() of `v` (us): count, mean, std, min, 25%, 50%, 75%, max; NaN where pandas
+// has none (no values; std of one value).
+std::vector<ReportCell> describe(std::vector<double> v) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const auto n = static_cast<double>(v.size());
+  const auto q = [&](double p) {
+    const double pos = p * (n - 1);
+    const auto lo = static_cast<std::size_t>(pos);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  if (v.empty()) return {std::int64_t{0}, nan, nan, nan, nan, nan, nan, nan};
+  double sum = 0;
+  for (const double x : v) sum += x;
+  const double mean = sum / n;
+  double ss = 0;
+  for (const double x : v) ss += (x - mean) * (x - mean);
+  return {static_cast<std::int64_t>(v.size()),
+          mean,
+          v.size() > 1 ? std::sqrt(ss / (n - 1)) : nan,
+          v.front(),
+          q(0.25),
+          q(0.5),
+          q(0.75),
+          v.back()};
+}
 
-Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                           const ReportOptions& options) {
+// The idle table, and with `intervals` HTA's show_idle_interval_stats table ("idle_intervals":
+// per rank, stream and category, describe() of the gaps in us, rows in rank order).
+Report idle_report(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                   const ReportOptions& options, Report* intervals) {
   const auto delay_ns = static_cast<std::int64_t>(options.consecutive_kernel_delay_us * 1000.0);
-  return per_rank_report(
+  std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> interval_rows;
+  Report idle = per_rank_report(
       "idle", {"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"}, ranks, options,
       [&](const ProfilerResult& r, std::int64_t rank, bool drop_last, auto add) {
         const std::vector<Event>& events = r.events();
@@ -69,6 +99,7 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
           // their sum can pass INT64_MIN; the output is a double of microseconds.
           internal::WideSum idle[3] = {0, 0, 0};
           bool seen[3] = {false, false, false};
+          std::vector<double> gaps[3];  // for `intervals`
           for (; t < work.size() && work[t].stream == work[s].stream; ++t) {
             if (t == s) {
               seen[2] = true;  // the first has no gap: an "other" of 0, as in HTA
@@ -83,6 +114,7 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
               category = 1;  // kernel_wait
             }
             idle[category] += gap;
+            if (intervals != nullptr) gaps[category].push_back(us(gap));
             seen[category] = true;
           }
           const internal::WideSum total = idle[0] + idle[1] + idle[2];
@@ -94,10 +126,37 @@ Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>
                            : std::numeric_limits<double>::quiet_NaN();
             add({rank, work[s].stream, std::string(kNames[c]), round2(internal::wide_us(idle[c])),
                  ratio});
+            if (intervals != nullptr) {
+              std::vector<ReportCell> row = {rank, work[s].stream, std::string(kNames[c])};
+              for (ReportCell& cell : describe(std::move(gaps[c]))) row.push_back(std::move(cell));
+              interval_rows.push_back({rank, std::move(row)});
+            }
           }
           s = t;
         }
       });
+  if (intervals != nullptr) {
+    intervals->name = "idle_intervals";
+    intervals->columns = {"rank", "stream", "idle_category", "count", "mean", "std",
+                          "min",  "25%",    "50%",           "75%",   "max"};
+    internal::sort_by_rank(interval_rows);
+    for (auto& [rank, row] : interval_rows) intervals->rows.push_back(std::move(row));
+  }
+  return idle;
+}
+
+std::vector<Report> idle_tables(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                                const ReportOptions& options) {
+  std::vector<Report> out(2);
+  out[0] = idle_report(ranks, options, &out[1]);
+  return out;
+}
+
+}  // namespace
+
+Report idle_time_breakdown(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+                           const ReportOptions& options) {
+  return idle_report(ranks, options, nullptr);
 }
 
 }  // namespace opscope
@@ -126,13 +185,14 @@ const ReportEntry& idle_report_row() {
   static const ReportEntry row{
       .kind = {.name = "idle",
                .hta = "get_idle_time_breakdown",
-               .summary = "per rank and stream: the gaps between GPU work by cause: host_wait "
-                          "(launched after the previous kernel ended), kernel_wait (back to back, "
-                          "under 30 us), other",
+               .summary =
+                   "per rank and stream: the gaps between GPU work by cause: host_wait "
+                   "(launched after the previous kernel ended), kernel_wait (back to back, "
+                   "under 30 us), other; and describe() of the gaps of each (idle_intervals)",
                .options = kOptions,
                .methods = kMethods},
       .order = 20,
-      .run = one_table<idle_time_breakdown>,
+      .run = idle_tables,
       .charts = kCharts};
   return row;
 }
