@@ -264,8 +264,8 @@ struct CriticalPathGraph {
   std::vector<CriticalPathEdgeType> edge_type;
   std::vector<std::int64_t> edge_weight_ns;        // the edge's weight (HTA's CPEdge.weight)
   std::vector<std::int64_t> edge_graph_weight_ns;  // as the longest path reads it (<= -1 us: 0)
-  std::vector<std::int64_t> edge_event;  // the event the edge is attributed to (-1: the root);
-                                         // kNoEvent: none (only spans and gaps have one)
+  std::vector<std::int64_t> edge_event;   // the event the edge is attributed to (-1: the root);
+                                          // kNoEvent: none (only spans and gaps have one)
   std::vector<std::int32_t> graph_nodes;  // the nodes with edges, in networkx's order
   std::vector<std::int32_t> path_nodes;   // the longest path
   std::vector<std::int32_t> path_edges;   // its edges (indices into the edge vectors)

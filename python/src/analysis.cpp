@@ -86,8 +86,7 @@ const std::vector<OptionField>& option_fields() {
        [](ReportOptions& o, py::handle v) { o.min_pattern_len = v.cast<std::size_t>(); }},
       {"max_queue_length",
        [](ReportOptions& o, py::handle v) { o.max_queue_length = v.cast<std::size_t>(); }},
-      {"annotation",
-       [](ReportOptions& o, py::handle v) { o.annotation = v.cast<std::string>(); }},
+      {"annotation", [](ReportOptions& o, py::handle v) { o.annotation = v.cast<std::string>(); }},
       {"instance_start",
        [](ReportOptions& o, py::handle v) { o.instance_start = v.cast<std::int64_t>(); }},
       {"instance_end",
@@ -349,12 +348,14 @@ py::object critical_path_py(const TraceFile& trace, const py::dict& given) {
     pids.push_back(t.pid >= 0 ? t.pid : r.pid());
     tids.push_back(static_cast<std::int64_t>(t.tid));
     const EventDetail* d = r.detail(e);
-    streams.push_back(d != nullptr && e.kind != EventKind::kRange && e.kind != EventKind::kGpuAnnotation
+    streams.push_back(d != nullptr && e.kind != EventKind::kRange &&
+                              e.kind != EventKind::kGpuAnnotation
                           ? d->gpu.stream
                           : -1);
   }
   std::vector<std::uint8_t> types(g.edge_type.size());
-  for (std::size_t i = 0; i < types.size(); ++i) types[i] = static_cast<std::uint8_t>(g.edge_type[i]);
+  for (std::size_t i = 0; i < types.size(); ++i)
+    types[i] = static_cast<std::uint8_t>(g.edge_type[i]);
   py::dict out;
   out["valid"] = g.valid;
   out["warnings"] = py::cast(g.warnings);
@@ -410,7 +411,8 @@ py::object critical_path_py(const TraceFile& trace, const py::dict& given) {
   };
   out["event_records"] = call_table(
       g.event_records, "index_previous_launch", "correlation_launch_event",
-      [](const auto& row) { return row.stream; }, [](const auto& row) { return row.previous_launch; });
+      [](const auto& row) { return row.stream; },
+      [](const auto& row) { return row.previous_launch; });
   {
     std::vector<std::int64_t> gpu;
     for (const auto& row : g.event_records) gpu.push_back(row.gpu);

@@ -37,7 +37,9 @@ constexpr std::int32_t kNone = -1;
 constexpr std::int32_t kUnmatched = -2;
 constexpr std::int64_t kKernelKernelDelayThresholdNs = 1500 * 1000;  // HTA: 1500 us
 
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 // CPGraph.BLOCKING_SYNC_CALLS.
 bool is_blocking_call(std::string_view n) {
@@ -94,7 +96,9 @@ class Builder {
   std::int32_t ev_of(std::int32_t node) const {
     return g_.node_event[static_cast<std::size_t>(node)];
   }
-  bool is_start(std::int32_t node) const { return g_.node_is_start[static_cast<std::size_t>(node)] != 0; }
+  bool is_start(std::int32_t node) const {
+    return g_.node_is_start[static_cast<std::size_t>(node)] != 0;
+  }
   const Event& event(std::int32_t i) const { return ev_[static_cast<std::size_t>(i)]; }
 
   void prepare();
@@ -143,7 +147,8 @@ void Builder::prepare() {
   {
     const std::shared_ptr<const ProfilerResult> alias(std::shared_ptr<const ProfilerResult>(), &r_);
     const bool drop = internal::drop_last_step(std::span(&alias, 1), o_);
-    for (const std::int32_t k : internal::analyzed_events(r_, drop)) kept[static_cast<std::size_t>(k)] = 1;
+    for (const std::int32_t k : internal::analyzed_events(r_, drop))
+      kept[static_cast<std::size_t>(k)] = 1;
   }
   for (std::size_t i = 0; i < n; ++i) {
     const Event& e = ev_[i];
@@ -153,8 +158,8 @@ void Builder::prepare() {
     corr_[i] = correlation_of(r_, e);
     if (corr_[i] == -1) continue;
     ic_[i] = corr_[i] < 0 ? static_cast<std::int32_t>(corr_[i]) : kUnmatched;
-    const bool gpu_side = (stream_[i] >= 0 && corr_[i] >= 0) || e.name == "Event Sync" ||
-                          e.name == "Context Sync";
+    const bool gpu_side =
+        (stream_[i] >= 0 && corr_[i] >= 0) || e.name == "Event Sync" || e.name == "Context Sync";
     (gpu_side ? gpu_of : cpu_of)[corr_[i]] = static_cast<std::int32_t>(i);
   }
   for (const auto& [c, cpu] : cpu_of) {
@@ -170,7 +175,8 @@ void Builder::prepare() {
 void Builder::clip() {
   const std::size_t n = ev_.size();
   std::vector<std::int32_t> annotations;
-  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max(),
+               hi = std::numeric_limits<std::int64_t>::min();
   for (std::size_t i = 0; i < n; ++i) {
     if (!frame_[i]) continue;
     lo = std::min(lo, ev_[i].start_ns);
@@ -188,8 +194,10 @@ void Builder::clip() {
     // HTA takes the instances in its frame's row order (the file's): CPU events, then the GPU
     // annotations Kineto writes after them; each in time order.
     std::stable_sort(annotations.begin(), annotations.end(), [&](std::int32_t a, std::int32_t b) {
-      const bool ga = stream_[static_cast<std::size_t>(a)] >= 0 || event(a).kind == EventKind::kGpuAnnotation;
-      const bool gb = stream_[static_cast<std::size_t>(b)] >= 0 || event(b).kind == EventKind::kGpuAnnotation;
+      const bool ga =
+          stream_[static_cast<std::size_t>(a)] >= 0 || event(a).kind == EventKind::kGpuAnnotation;
+      const bool gb =
+          stream_[static_cast<std::size_t>(b)] >= 0 || event(b).kind == EventKind::kGpuAnnotation;
       return std::tie(ga, event(a).start_ns, a) < std::tie(gb, event(b).start_ns, b);
     });
     const auto [first, last] = python_slice(o_.instance_start, o_.instance_end + 1,
@@ -273,7 +281,8 @@ std::int32_t Builder::add_edge(std::int32_t u, std::int32_t v, CriticalPathEdgeT
                                   : ts(v) - ts(u);
   const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) << 32) |
                             static_cast<std::uint32_t>(v);
-  const auto [it, added] = edge_at_.try_emplace(key, static_cast<std::int32_t>(g_.edge_begin.size()));
+  const auto [it, added] =
+      edge_at_.try_emplace(key, static_cast<std::int32_t>(g_.edge_begin.size()));
   const auto at = static_cast<std::size_t>(it->second);
   if (added) {
     g_.edge_begin.push_back(u);
@@ -371,9 +380,11 @@ void Builder::call_stack_edges() {
     if (!clipped_[i]) continue;
     std::int64_t tid = thread_tid(ev_[i]);
     if (remap && tid == bwd) tid = fwd;
-    const std::uint64_t key = (static_cast<std::uint64_t>(thread_pid(ev_[i])) * 0x9E3779B97F4A7C15ULL) ^
-                              static_cast<std::uint64_t>(tid);
-    const auto [it, added] = group_of_key.try_emplace(key, static_cast<std::int32_t>(groups.size()));
+    const std::uint64_t key =
+        (static_cast<std::uint64_t>(thread_pid(ev_[i])) * 0x9E3779B97F4A7C15ULL) ^
+        static_cast<std::uint64_t>(tid);
+    const auto [it, added] =
+        group_of_key.try_emplace(key, static_cast<std::int32_t>(groups.size()));
     if (added) {
       groups.emplace_back();
       cpu_group.push_back(1);
@@ -413,7 +424,8 @@ void Builder::call_stack_edges() {
     // it is (HTA's _construct_call_stack_graph).
     std::unordered_map<std::int32_t, std::int32_t> slot;  // event -> local slot
     slot.reserve(members.size());
-    for (std::size_t k = 0; k < members.size(); ++k) slot[members[k]] = static_cast<std::int32_t>(k);
+    for (std::size_t k = 0; k < members.size(); ++k)
+      slot[members[k]] = static_cast<std::int32_t>(k);
     const std::size_t cnt = members.size();
     first_child.assign(cnt + 1, kNone);  // [cnt] is the root
     last_child.assign(cnt + 1, kNone);
@@ -449,8 +461,8 @@ void Builder::call_stack_edges() {
       const NodeOf no = nodes_of_[static_cast<std::size_t>(e)];
       if (no.start == kNone || no.end == kNone) return;
       if (last_node != kNone && !lock_shared(last_node, no.start)) {
-        const auto type = depth == 0 ? CriticalPathEdgeType::kDependency
-                                     : CriticalPathEdgeType::kOperatorKernel;
+        const auto type =
+            depth == 0 ? CriticalPathEdgeType::kDependency : CriticalPathEdgeType::kOperatorKernel;
         attribute(add_edge(last_node, no.start, type), last_parent);
       }
       last_node = no.start;
@@ -472,7 +484,8 @@ void Builder::call_stack_edges() {
     };
     // Iterative depth-first walk: (slot, entered).
     std::vector<std::pair<std::int32_t, std::int32_t>> walk;  // (slot, next child to visit)
-    for (std::int32_t c = first_child[cnt]; c != kNone; c = next_sibling[static_cast<std::size_t>(c)]) {
+    for (std::int32_t c = first_child[cnt]; c != kNone;
+         c = next_sibling[static_cast<std::size_t>(c)]) {
       walk.push_back({c, -2});
       while (!walk.empty()) {
         auto& [s, next] = walk.back();
@@ -503,7 +516,8 @@ void Builder::kernel_edges() {
   {
     std::unordered_map<std::int64_t, std::int32_t> gpu_by_corr;
     for (std::size_t i = 0; i < n; ++i) {
-      if (frame_[i] && stream_[i] != -1 && corr_[i] != -1) gpu_by_corr[corr_[i]] = static_cast<std::int32_t>(i);
+      if (frame_[i] && stream_[i] != -1 && corr_[i] != -1)
+        gpu_by_corr[corr_[i]] = static_cast<std::int32_t>(i);
     }
     std::unordered_set<std::int64_t> launch_corr;
     struct Step {
@@ -558,11 +572,13 @@ void Builder::kernel_edges() {
     if (!frame_[i] || !is_launch_call(ev_[i].name, LaunchCalls::kEnqueue)) continue;
     const std::int32_t k = ic_[i];
     if (k < 0 || stream_[static_cast<std::size_t>(k)] == -1) continue;
-    launches.push_back({ev_[i].start_ns, static_cast<std::int32_t>(i), stream_[static_cast<std::size_t>(k)],
-                        pid_of(event(k)), pid_of(ev_[i]), tid_of(ev_[i])});
+    launches.push_back({ev_[i].start_ns, static_cast<std::int32_t>(i),
+                        stream_[static_cast<std::size_t>(k)], pid_of(event(k)), pid_of(ev_[i]),
+                        tid_of(ev_[i])});
   }
-  std::stable_sort(launches.begin(), launches.end(),
-                   [](const Launch& a, const Launch& b) { return std::tie(a.ts, a.ev) < std::tie(b.ts, b.ev); });
+  std::stable_sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
+    return std::tie(a.ts, a.ev) < std::tie(b.ts, b.ev);
+  });
 
   // _get_cuda_event_to_stream_df and _get_cuda_event_record_df: each cudaEventRecord's
   // previous launch on the stream (and GPU) the event was recorded on.
@@ -575,7 +591,8 @@ void Builder::kernel_edges() {
     bool present = false;
     const std::int64_t ws = other_int(r_, ev_[i], "wait_on_stream", -1, present);
     bool has_corr = false;
-    const std::int64_t wc = other_int(r_, ev_[i], "wait_on_cuda_event_record_corr_id", -1, has_corr);
+    const std::int64_t wc =
+        other_int(r_, ev_[i], "wait_on_cuda_event_record_corr_id", -1, has_corr);
     if (has_corr) {
       wait_record[i] = wc;
       has_wait_record[i] = 1;
@@ -607,7 +624,8 @@ void Builder::kernel_edges() {
     });
     std::int32_t prev = kNone;
     for (std::size_t k = 0; k < items.size(); ++k) {
-      if (k == 0 || items[k].gpu != items[k - 1].gpu || items[k].stream != items[k - 1].stream) prev = kNone;
+      if (k == 0 || items[k].gpu != items[k - 1].gpu || items[k].stream != items[k - 1].stream)
+        prev = kNone;
       if (items[k].phase == 0) {
         prev = items[k].ev;
       } else {
@@ -615,9 +633,11 @@ void Builder::kernel_edges() {
         g_.event_records.push_back({items[k].ev, items[k].stream, items[k].gpu, prev});
       }
     }
-    std::stable_sort(g_.event_records.begin(), g_.event_records.end(), [&](const auto& a, const auto& b) {
-      return std::tie(event(a.event).start_ns, a.event) < std::tie(event(b.event).start_ns, b.event);
-    });
+    std::stable_sort(g_.event_records.begin(), g_.event_records.end(),
+                     [&](const auto& a, const auto& b) {
+                       return std::tie(event(a.event).start_ns, a.event) <
+                              std::tie(event(b.event).start_ns, b.event);
+                     });
   }
   // _get_cuda_stream_wait_event_df: each cudaStreamWaitEvent's next launch on its thread onto
   // the stream that waits.
@@ -638,7 +658,8 @@ void Builder::kernel_edges() {
                        ev_[i].start_ns, 1, static_cast<std::int32_t>(i)});
     }
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return std::tie(a.pid, a.tid, a.stream, a.ts, a.phase) < std::tie(b.pid, b.tid, b.stream, b.ts, b.phase);
+      return std::tie(a.pid, a.tid, a.stream, a.ts, a.phase) <
+             std::tie(b.pid, b.tid, b.stream, b.ts, b.phase);
     });
     std::int32_t next = kNone;
     for (std::size_t k = items.size(); k-- > 0;) {
@@ -653,9 +674,11 @@ void Builder::kernel_edges() {
         g_.stream_waits.push_back({items[k].ev, items[k].stream, next});
       }
     }
-    std::stable_sort(g_.stream_waits.begin(), g_.stream_waits.end(), [&](const auto& a, const auto& b) {
-      return std::tie(event(a.event).start_ns, a.event) < std::tie(event(b.event).start_ns, b.event);
-    });
+    std::stable_sort(g_.stream_waits.begin(), g_.stream_waits.end(),
+                     [&](const auto& a, const auto& b) {
+                       return std::tie(event(a.event).start_ns, a.event) <
+                              std::tie(event(b.event).start_ns, b.event);
+                     });
   }
 
   // The GPU work and syncs of the window, by start (syncs by their end).
@@ -671,11 +694,13 @@ void Builder::kernel_edges() {
     const bool sync = r_.category(e) == "cuda_sync";
     rows.push_back({sync ? e.end_ns : e.start_ns, static_cast<std::int32_t>(i)});
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return std::tie(a.sort_by, a.ev) < std::tie(b.sort_by, b.ev); });
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tie(a.sort_by, a.ev) < std::tie(b.sort_by, b.ev);
+  });
   const bool event_sync_merge = any_wait_column && any_record;
 
-  std::vector<std::pair<std::int64_t, std::int32_t>> last_node;  // (stream, end node), first-seen order
+  std::vector<std::pair<std::int64_t, std::int32_t>>
+      last_node;  // (stream, end node), first-seen order
   std::unordered_map<std::int64_t, std::size_t> last_at;
   const auto last_of = [&](std::int64_t stream) -> std::int32_t {
     const auto it = last_at.find(stream);
@@ -733,7 +758,8 @@ void Builder::kernel_edges() {
       }
       ks->second = kNone;
     }
-    const std::int64_t q_runtime = runtime >= 0 ? queue[static_cast<std::size_t>(runtime)] : kNoQueue;
+    const std::int64_t q_runtime =
+        runtime >= 0 ? queue[static_cast<std::size_t>(runtime)] : kNoQueue;
     const std::int64_t q_kernel = queue[i];
     const std::int64_t runtime_ts = runtime >= 0 ? event(runtime).start_ns : 0;
     const std::int32_t last = last_of(stream);
@@ -745,7 +771,8 @@ void Builder::kernel_edges() {
         add_edge(rs, no.start, CriticalPathEdgeType::kKernelLaunchDelay);
         launch_added = true;
       } else {
-        g_.warnings.push_back("no node for the runtime call of kernel event " + std::to_string(eid));
+        g_.warnings.push_back("no node for the runtime call of kernel event " +
+                              std::to_string(eid));
       }
     } else if (last != kNone && ts(no.start) - ts(last) < kKernelKernelDelayThresholdNs &&
                (sync_index == kNone || ts(sync_end) < ts(last))) {
@@ -813,9 +840,11 @@ void Builder::longest_path() {
   {
     std::vector<std::int32_t> o = out_begin, in = in_begin;
     for (std::size_t k = 0; k < edges; ++k) {
-      out_edges[static_cast<std::size_t>(o[static_cast<std::size_t>(pos[static_cast<std::size_t>(g_.edge_begin[k])])]++)] =
+      out_edges[static_cast<std::size_t>(
+          o[static_cast<std::size_t>(pos[static_cast<std::size_t>(g_.edge_begin[k])])]++)] =
           static_cast<std::int32_t>(k);
-      in_edges[static_cast<std::size_t>(in[static_cast<std::size_t>(pos[static_cast<std::size_t>(g_.edge_end[k])])]++)] =
+      in_edges[static_cast<std::size_t>(
+          in[static_cast<std::size_t>(pos[static_cast<std::size_t>(g_.edge_end[k])])]++)] =
           static_cast<std::int32_t>(k);
     }
   }
@@ -832,8 +861,10 @@ void Builder::longest_path() {
     generation.swap(zero);
     for (const std::int32_t u : generation) {
       topo.push_back(u);
-      for (std::int32_t j = out_begin[static_cast<std::size_t>(u)]; j < out_begin[static_cast<std::size_t>(u) + 1]; ++j) {
-        const std::int32_t child = pos[static_cast<std::size_t>(g_.edge_end[static_cast<std::size_t>(out_edges[static_cast<std::size_t>(j)])])];
+      for (std::int32_t j = out_begin[static_cast<std::size_t>(u)];
+           j < out_begin[static_cast<std::size_t>(u) + 1]; ++j) {
+        const std::int32_t child = pos[static_cast<std::size_t>(
+            g_.edge_end[static_cast<std::size_t>(out_edges[static_cast<std::size_t>(j)])])];
         if (--indegree[static_cast<std::size_t>(child)] == 0) zero.push_back(child);
       }
     }
@@ -887,8 +918,9 @@ void Builder::longest_path() {
   for (std::int32_t& p : path) p = order[static_cast<std::size_t>(p)];
   g_.path_nodes = path;
   for (std::size_t k = 0; k + 1 < path.size(); ++k) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(path[k])) << 32) |
-                              static_cast<std::uint32_t>(path[k + 1]);
+    const std::uint64_t key =
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(path[k])) << 32) |
+        static_cast<std::uint32_t>(path[k + 1]);
     g_.path_edges.push_back(edge_at_.at(key));
   }
   g_.valid = true;

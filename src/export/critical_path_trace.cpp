@@ -41,7 +41,8 @@ void write_critical_path_trace(const ProfilerResult& r, const std::string& out_p
   const std::vector<Event>& events = r.events();
   std::vector<std::uint8_t> critical(events.size(), 0);
   for (const std::int32_t k : critical_events) {
-    if (k >= 0 && static_cast<std::size_t>(k) < events.size()) critical[static_cast<std::size_t>(k)] = 1;
+    if (k >= 0 && static_cast<std::size_t>(k) < events.size())
+      critical[static_cast<std::size_t>(k)] = 1;
   }
   internal::JsonWriter w(1 << 20);
   w.begin_object();

@@ -78,12 +78,13 @@ TEST(CriticalPath, NestedOperatorsLaunchAndKernel) {
   // The launch's own span comes from the runtime-lock pass; the call stack skips the edges
   // between a lock-taking call's nodes; the kernel was alone in its queue: a launch delay.
   const std::vector<std::pair<Type, std::int64_t>> want = {
-      {Type::kOperatorKernel, 10}, {Type::kOperatorKernel, 10}, {Type::kOperatorKernel, 10},
-      {Type::kOperatorKernel, 10}, {Type::kOperatorKernel, 30}, {Type::kOperatorKernel, 40},
+      {Type::kOperatorKernel, 10},   {Type::kOperatorKernel, 10}, {Type::kOperatorKernel, 10},
+      {Type::kOperatorKernel, 10},   {Type::kOperatorKernel, 30}, {Type::kOperatorKernel, 40},
       {Type::kKernelLaunchDelay, 20}};
   EXPECT_EQ(edges_of(g), want);
-  EXPECT_EQ(path_names(*r, g), (std::vector<std::string>{"outer.s", "inner.s", "cudaLaunchKernel.s",
-                                                        "cudaLaunchKernel.e", "inner.e", "outer.e"}));
+  EXPECT_EQ(path_names(*r, g),
+            (std::vector<std::string>{"outer.s", "inner.s", "cudaLaunchKernel.s",
+                                      "cudaLaunchKernel.e", "inner.e", "outer.e"}));
   EXPECT_EQ(g.path_length_ns, 100'000);
   // Attribution: outer.s -> inner.s belongs to outer (a start), launch.e -> inner.e to inner
   // (both ends), the kernel's span to the kernel.
@@ -106,8 +107,7 @@ TEST(CriticalPath, NestedOperatorsLaunchAndKernel) {
 // kernel (a kernel-kernel gap); cudaStreamSynchronize waits for the second kernel.
 std::shared_ptr<const ProfilerResult> two_kernels_and_a_stream_sync() {
   return trace_of({launch(0, 5, 1), gpu("kernel", "ka", 10, 90, 1), launch(20, 2, 2),
-                   gpu("kernel", "kb", 105, 95, 2),
-                   launch(30, 180, 3, "cudaStreamSynchronize"),
+                   gpu("kernel", "kb", 105, 95, 2), launch(30, 180, 3, "cudaStreamSynchronize"),
                    gpu("cuda_sync", "Stream Sync", 200, 10, 3)});
 }
 
@@ -117,16 +117,16 @@ TEST(CriticalPath, KernelGapsAndStreamSync) {
   ASSERT_TRUE(g.valid);
   const std::vector<std::pair<Type, std::int64_t>> want = {
       {Type::kOperatorKernel, 0},  // cudaStreamSynchronize: blocking, so zero weight
-      {Type::kOperatorKernel, 2},      {Type::kOperatorKernel, 5},
-      {Type::kOperatorKernel, 90},     {Type::kOperatorKernel, 95},
-      {Type::kDependency, 0},          {Type::kDependency, 0},
-      {Type::kKernelLaunchDelay, 10},  {Type::kKernelKernelDelay, 5},
+      {Type::kOperatorKernel, 2},     {Type::kOperatorKernel, 5},
+      {Type::kOperatorKernel, 90},    {Type::kOperatorKernel, 95},
+      {Type::kDependency, 0},         {Type::kDependency, 0},
+      {Type::kKernelLaunchDelay, 10}, {Type::kKernelKernelDelay, 5},
       {Type::kSyncDependency, 0}};  // kb's end -> the sync call's end
   EXPECT_EQ(edges_of(g), want);
   // kb's end and the sync call's end tie at 200 us: networkx keeps the first in topological
   // order, kb's end.
-  EXPECT_EQ(path_names(*r, g), (std::vector<std::string>{"cudaLaunchKernel.s", "ka.s", "ka.e",
-                                                        "kb.s", "kb.e"}));
+  EXPECT_EQ(path_names(*r, g),
+            (std::vector<std::string>{"cudaLaunchKernel.s", "ka.s", "ka.e", "kb.s", "kb.e"}));
   EXPECT_EQ(g.path_length_ns, 200'000);
 }
 
@@ -139,15 +139,18 @@ TEST(CriticalPath, ZeroWeightLaunchEdgesOnlyWhereNoLaunchDelay) {
   // kb had a kernel-kernel gap, not a launch delay: it gets the zero-weight launch edge.
   ASSERT_EQ(g.edge_type.size(), without + 1);
   const auto edges = edges_of(g);
-  EXPECT_EQ(std::count(edges.begin(), edges.end(), std::make_pair(Type::kKernelLaunchDelay, std::int64_t{0})), 1);
+  EXPECT_EQ(std::count(edges.begin(), edges.end(),
+                       std::make_pair(Type::kKernelLaunchDelay, std::int64_t{0})),
+            1);
   EXPECT_EQ(g.path_length_ns, 200'000);
 }
 
 TEST(CriticalPath, AnnotationWindowAndMissingAnnotation) {
   // Two steps; the second's operator alone is in the window of instance 1.
-  const auto r = trace_of({cpu("user_annotation", "ProfilerStep#1", 0, 50),
-                           cpu("cpu_op", "a", 10, 20), cpu("user_annotation", "ProfilerStep#2", 60, 50),
-                           cpu("cpu_op", "b", 70, 30), cpu("cpu_op", "c", 80, 10)});
+  const auto r =
+      trace_of({cpu("user_annotation", "ProfilerStep#1", 0, 50), cpu("cpu_op", "a", 10, 20),
+                cpu("user_annotation", "ProfilerStep#2", 60, 50), cpu("cpu_op", "b", 70, 30),
+                cpu("cpu_op", "c", 80, 10)});
   ReportOptions o;
   o.drop_last_step = 0;
   o.annotation = "ProfilerStep";

@@ -1,5 +1,6 @@
-// The "critical-path" report: HTA's critical_path_analysis (graph in src/analysis/critical_path.cpp)
-// with CPGraph.get_critical_path_breakdown() and summary() as tables, per rank.
+// The "critical-path" report: HTA's critical_path_analysis (graph in
+// src/analysis/critical_path.cpp) with CPGraph.get_critical_path_breakdown() and summary() as
+// tables, per rank.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -73,8 +74,8 @@ std::vector<Report> critical_path_report(Ranks ranks, const ReportOptions& optio
   summary.columns = {"rank", "bound_by", "duration", "percentage"};
   Report breakdown;
   breakdown.name = "critical_path";
-  breakdown.columns = {"rank", "event_idx", "duration", "type", "s_name", "cat",
-                       "pid",  "tid",       "stream",   "bound_by"};
+  breakdown.columns = {"rank", "event_idx", "duration", "type",   "s_name",
+                       "cat",  "pid",       "tid",      "stream", "bound_by"};
   std::vector<std::pair<std::int64_t, const ProfilerResult*>> by_rank;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     by_rank.emplace_back(rank_of(*ranks[i], options.first_position + static_cast<std::int64_t>(i)),
@@ -114,7 +115,8 @@ std::vector<Report> critical_path_report(Ranks ranks, const ReportOptions& optio
       } else {
         row.push_back(std::int64_t{-1});
       }
-      const std::string bound(critical_path_bound_by(type, s_name, stream, options.data_load_events));
+      const std::string bound(
+          critical_path_bound_by(type, s_name, stream, options.data_load_events));
       const std::int64_t w = g.edge_weight_ns[at];
       by_bound[bound] += w;
       total += w;
@@ -130,8 +132,9 @@ std::vector<Report> critical_path_report(Ranks ranks, const ReportOptions& optio
     }
     for (const auto& [bound, w] : by_bound) {
       summary.rows.push_back({rank, bound, static_cast<double>(w) / 1000.0,
-                              total != 0 ? static_cast<double>(w) * 100.0 / static_cast<double>(total)
-                                         : std::numeric_limits<double>::quiet_NaN()});
+                              total != 0
+                                  ? static_cast<double>(w) * 100.0 / static_cast<double>(total)
+                                  : std::numeric_limits<double>::quiet_NaN()});
     }
   }
   return {std::move(summary), std::move(breakdown)};
