@@ -104,6 +104,14 @@ Report settings (HTA's defaults):
   --operator NAME               patterns: the operators whose kernels make a pattern, by a
                                 part of their name (default: every top-level operator)
   --min-pattern-len N           patterns: the fewest kernels a pattern has (3)
+  --annotation A                critical-path: the window is the instances of the events
+                                named like A (a part of the name; default: the whole trace)
+  --instance N[:M]              critical-path: instance N of the annotation, or N to M
+                                inclusive, counted from 0 in HTA's order (0)
+  --data-load-events A[,B...]   critical-path: parts of the names of data-loading events
+  --zero-weight-launch-edges    critical-path: a zero-weight launch edge to every kernel
+                                without a launch delay (HTA's
+                                CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1)
   --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when the
                                 traces hold two or more (it is often cut short)
 
@@ -199,6 +207,27 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
       a.options.operator_name = take();
     } else if (arg == "--min-pattern-len") {
       a.options.min_pattern_len = static_cast<std::size_t>(parse_number(arg, take(), 1, 1e9));
+    } else if (arg == "--annotation") {
+      a.options.annotation = take();
+    } else if (arg == "--instance") {
+      const std::string v = take();
+      const std::size_t colon = v.find(':');
+      a.options.instance_start =
+          static_cast<std::int64_t>(parse_number(arg, v.substr(0, colon), -1e9, 1e9));
+      a.options.instance_end =
+          colon == std::string::npos
+              ? a.options.instance_start
+              : static_cast<std::int64_t>(parse_number(arg, v.substr(colon + 1), -1e9, 1e9));
+    } else if (arg == "--data-load-events") {
+      std::string v = take();
+      for (std::size_t at = 0; at <= v.size();) {
+        const std::size_t comma = std::min(v.find(',', at), v.size());
+        if (comma > at) a.options.data_load_events.push_back(v.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else if (arg == "--zero-weight-launch-edges") {
+      it.no_value(arg);
+      a.options.add_zero_weight_launch_edges = true;
     } else if (arg == "--include-last-step") {
       it.no_value(arg);
       a.options.drop_last_step = 0;

@@ -36,6 +36,28 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
                                 const ReportOptions& options = {},
                                 const TraceLimits& limits = {});
 
+// One flow arrow of the overlaid critical-path trace: from the start (or end) of one event to
+// the start (or end) of another, as HTA's overlay_critical_path_analysis draws a CPEdge.
+struct CriticalPathFlow {
+  std::int32_t from_event = 0;  // index into r.events()
+  bool from_start = true;
+  std::int32_t to_event = 0;
+  bool to_start = true;
+  CriticalPathEdgeType type = CriticalPathEdgeType::kOperatorKernel;
+  std::int64_t weight_us = 0;  // HTA writes int(weight)
+  bool critical = false;
+};
+
+// HTA's overlay_critical_path_analysis output for one rank: the trace's complete events with
+// "args.critical": 1 on `critical_events`, each flow as a "ph":"s" / "ph":"f" pair named
+// "critical_path" whose args hold weight, critical and type (HTA's edge type value). With
+// `only_critical_events`, complete events that are neither critical nor user annotations or
+// Python functions are left out. Written gzip (as HTA writes it) through a temporary name; an
+// Error names the file and the reason.
+void write_critical_path_trace(const ProfilerResult& r, const std::string& out_path,
+                               std::span<const std::int32_t> critical_events,
+                               std::span<const CriticalPathFlow> flows, bool only_critical_events);
+
 // Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
 // name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
 // ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,6 +62,16 @@ struct ReportOptions {
   // queue: the launch queue's capacity per stream (CUDA's, HTA's
   // CUDA_MAX_LAUNCH_QUEUE_PER_STREAM); at this length a launch blocks the CPU.
   std::size_t max_queue_length = 1024;
+  // critical-path (HTA's critical_path_analysis arguments): the annotation whose instances
+  // bound the window (a substring of event names; empty: the whole trace), the instances
+  // [instance_start, instance_end] taken as a Python slice of them in HTA's order, the
+  // substrings naming data-loading events, and whether each kernel not launched on the path
+  // still gets a zero-weight launch edge (HTA's CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1).
+  std::string annotation;
+  std::int64_t instance_start = 0;
+  std::int64_t instance_end = 0;
+  std::vector<std::string> data_load_events;
+  bool add_zero_weight_launch_edges = false;
 };
 
 // The rank of a result: its distributedInfo.rank, else `fallback` (its position among the
@@ -223,6 +234,72 @@ Report kernel_duration_distribution(std::span<const std::shared_ptr<const Profil
 // most frequent first. An empty operator_name (HTA requires one) takes every top-level operator.
 Report frequent_cuda_kernel_sequences(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                       const ReportOptions& options = {});
+
+// The edge types of HTA's CPEdgeType, in its order.
+enum class CriticalPathEdgeType : std::uint8_t {
+  kOperatorKernel = 0,     // "critical_path_operator": an operator's or kernel's span
+  kDependency = 1,         // "critical_path_dependency": nested or consecutive CPU events
+  kKernelLaunchDelay = 2,  // "critical_path_kernel_launch_delay": launch call -> kernel
+  kKernelKernelDelay = 3,  // "critical_path_kernel_kernel_delay": kernel -> next on its stream
+  kSyncDependency = 4,     // "critical_path_sync_dependency": a synchronization
+};
+// HTA's value of the type ("critical_path_operator", ...).
+std::string_view critical_path_edge_type_name(CriticalPathEdgeType type);
+
+// HTA's CPGraph of one rank (hta/analyzers/critical_path_analysis.py): a start and an end node
+// per CPU operator, runtime call, data-loading event and GPU work item of the window, in
+// (time, event) order; edges of HTA's types and weights (the CUDA runtime lock, the call
+// stacks, launches, kernel-to-kernel gaps, stream, device and event synchronizations); the
+// longest path as networkx's dag_longest_path picks it. Events are indices into r.events().
+struct CriticalPathGraph {
+  static constexpr std::int64_t kNoEvent = std::numeric_limits<std::int64_t>::min();
+  bool found = false;  // the annotation names some event (else HTA returns None)
+  bool valid = false;  // the longest path was found (HTA's success)
+  std::int64_t window_start_ns = 0, window_end_ns = 0;
+  std::vector<std::int32_t> node_event;
+  std::vector<std::int64_t> node_ts_ns;
+  std::vector<std::uint8_t> node_is_start, node_is_blocking;
+  // Edges in the order HTA adds them to its networkx graph.
+  std::vector<std::int32_t> edge_begin, edge_end;  // node ids
+  std::vector<CriticalPathEdgeType> edge_type;
+  std::vector<std::int64_t> edge_weight_ns;        // the edge's weight (HTA's CPEdge.weight)
+  std::vector<std::int64_t> edge_graph_weight_ns;  // as the longest path reads it (<= -1 us: 0)
+  std::vector<std::int64_t> edge_event;   // the event the edge is attributed to (-1: the root);
+                                          // kNoEvent: none (only spans and gaps have one)
+  std::vector<std::int32_t> graph_nodes;  // the nodes with edges, in networkx's order
+  std::vector<std::int32_t> path_nodes;   // the longest path
+  std::vector<std::int32_t> path_edges;   // its edges (indices into the edge vectors)
+  std::int64_t path_length_ns = 0;
+  // HTA's _get_cuda_event_record_df: each cudaEventRecord whose CUDA event a synchronization
+  // waits on, with the stream and GPU it was recorded on and the last launch onto them before
+  // it (-1: none), in time order.
+  struct EventRecord {
+    std::int32_t event = -1;
+    std::int64_t stream = -1, gpu = -1;
+    std::int32_t previous_launch = -1;
+  };
+  std::vector<EventRecord> event_records;
+  // HTA's _get_cuda_stream_wait_event_df: each cudaStreamWaitEvent with the stream that waits
+  // and the next launch onto it from the same thread (-1: none), in time order.
+  struct StreamWait {
+    std::int32_t event = -1;
+    std::int64_t stream = -1;
+    std::int32_t next_launch = -1;
+  };
+  std::vector<StreamWait> stream_waits;
+  std::vector<std::string> warnings;  // why the path is not valid, or what was skipped
+};
+
+// HTA's critical_path_analysis(rank, annotation, instance_id, data_load_events) on one rank,
+// with the window and options of `options` (annotation, instance_start, instance_end,
+// data_load_events, add_zero_weight_launch_edges). Linear in events but for sorts.
+CriticalPathGraph critical_path_graph(const ProfilerResult& r, const ReportOptions& options = {});
+
+// HTA's BoundType of an edge on the path, from the edge's type and its event's name and
+// stream (get_critical_path_breakdown's bound_by): "" for dependencies.
+std::string_view critical_path_bound_by(CriticalPathEdgeType type, std::string_view short_name,
+                                        std::int64_t stream,
+                                        std::span<const std::string> data_load_events);
 
 // A method of HTA's TraceAnalysis that answers with a table of a report. The Python package's
 // TraceAnalysis (python/opscope/analysis.py) has a method for each one a report names: made

@@ -293,3 +293,19 @@ def trace_diff(
 def write_traces_with_counters(
     traces: List[TraceFile], out_paths: List[str], options: Dict[str, Any] = ...
 ) -> None: ...
+
+# HTA's critical_path_analysis on one trace (options: annotation, instance_start,
+# instance_end, data_load_events, add_zero_weight_launch_edges, drop_last_step): the graph as
+# numpy arrays and tables (python/opscope/_critical_path.py builds HTA's CPGraph from them), or
+# None when the annotation names no event.
+def critical_path(trace: TraceFile, options: Dict[str, Any] = ...) -> Optional[Dict[str, Any]]: ...
+
+# HTA's overlaid critical-path trace (gzip JSON); flows as (from_event, from_start, to_event,
+# to_start, edge type 0..4, weight in us, critical) tuples.
+def write_critical_path_trace(
+    trace: TraceFile,
+    out_path: str,
+    critical_events: List[int],
+    flows: List[Tuple[int, bool, int, bool, int, int, bool]],
+    only_critical_events: bool,
+) -> None: ...

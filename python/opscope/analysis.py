@@ -49,7 +49,34 @@ import pandas as pd
 from . import _C
 from ._raw_trace import RawTrace, Trace
 
-__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
+try:  # HTA's critical-path names, re-exported; they need networkx (HTA's CPGraph is a DiGraph)
+    from ._critical_path import (
+        BoundType,
+        CPEdge,
+        CPEdgeType,
+        CPGraph,
+        CPNode,
+        CriticalPathAnalysis,
+        restore_cpgraph,
+    )
+except ImportError as _networkx_missing:  # the other reports work without it
+
+    class CriticalPathAnalysis:  # type: ignore[no-redef]
+        @classmethod
+        def critical_path_analysis(cls, *args: Any, **kwargs: Any) -> Any:
+            raise ImportError(
+                f"critical path analysis needs networkx ({_networkx_missing}); "
+                "install python3-networkx"
+            )
+
+        overlay_critical_path_analysis = critical_path_analysis
+
+__all__ = [
+    n
+    for n in ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType", "BoundType", "CPEdge",
+              "CPEdgeType", "CPGraph", "CPNode", "CriticalPathAnalysis", "restore_cpgraph"]
+    if n in globals() or n in ("TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType")
+]
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -561,6 +588,46 @@ class TraceAnalysis:
             else:
                 self._client.submit(_write_counters, self._traces[i], written, options).result()
             Trace().write_raw_trace(out, raw)
+
+    # --- Critical path analysis (python/opscope/_critical_path.py) ---------------------------
+
+    def _trace_file_of_rank(self, rank: int) -> "_C.TraceFile":
+        """The rank's trace in this process (read here when a dask worker holds it)."""
+        (i,) = self._positions_of([rank])
+        if self._client is None:
+            return self._traces[i]
+        return _C.TraceFile(self.trace_files[self._ranks[i]])
+
+    def critical_path_analysis(
+        self,
+        rank: int,
+        annotation: str,
+        instance_id: Union[Optional[int], Tuple[int, int]],
+        data_load_events: Optional[List[str]] = None,
+    ) -> Optional[Tuple["CPGraph", bool]]:
+        """HTA's critical path analysis of one rank within the instances of ``annotation`` (a
+        part of event names; "" the whole trace); ``instance_id``: None (the first), an int, or
+        (start, end) inclusive. Returns (CPGraph, success), or None when no event has such a
+        name. CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1 adds HTA's zero-weight launch
+        edges. The graph is built in C++; see opscope._critical_path for what differs."""
+        return CriticalPathAnalysis.critical_path_analysis(
+            self, rank, annotation, instance_id, data_load_events
+        )
+
+    def overlay_critical_path_analysis(
+        self,
+        rank: int,
+        critical_path_graph: "CPGraph",
+        output_dir: str,
+        only_show_critical_events: bool = True,
+        show_all_edges: bool = False,
+    ) -> str:
+        """Writes HTA's overlaid trace of the critical path (gzip JSON named
+        "overlaid_critical_path_<trace file>" in ``output_dir``) and returns its path."""
+        return CriticalPathAnalysis.overlay_critical_path_analysis(
+            self, rank, critical_path_graph, output_dir, only_show_critical_events,
+            show_all_edges,
+        )
 
 # --- Methods made from the report catalog -----------------------------------------------------
 # Each report's catalog row (src/analysis/reports/<name>.cpp) names the HTA methods it answers

@@ -99,6 +99,17 @@ const std::vector<OptionField>& option_fields() {
        [](ReportOptions& o, py::handle v) { o.min_pattern_len = v.cast<std::size_t>(); }},
       {"max_queue_length",
        [](ReportOptions& o, py::handle v) { o.max_queue_length = v.cast<std::size_t>(); }},
+      {"annotation", [](ReportOptions& o, py::handle v) { o.annotation = v.cast<std::string>(); }},
+      {"instance_start",
+       [](ReportOptions& o, py::handle v) { o.instance_start = v.cast<std::int64_t>(); }},
+      {"instance_end",
+       [](ReportOptions& o, py::handle v) { o.instance_end = v.cast<std::int64_t>(); }},
+      {"data_load_events",
+       [](ReportOptions& o, py::handle v) {
+         o.data_load_events = v.cast<std::vector<std::string>>();
+       }},
+      {"add_zero_weight_launch_edges",
+       [](ReportOptions& o, py::handle v) { o.add_zero_weight_launch_edges = v.cast<bool>(); }},
   };
   return fields;
 }
@@ -312,6 +323,161 @@ void write_traces_with_counters_py(const std::vector<TraceFile>& traces,
   write_traces_with_counters(ranks, paths, out_paths, options, limits);
 }
 
+template <typename T, typename U = T>
+py::array_t<U> array_of(const std::vector<T>& v) {
+  py::array_t<U> a(static_cast<py::ssize_t>(v.size()));
+  U* out = a.mutable_data();
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<U>(v[i]);
+  return a;
+}
+
+// HTA's critical_path_analysis on one trace: the graph as numpy arrays (one bulk hand-over;
+// python/opscope/_critical_path.py builds HTA's CPGraph from them), with a table of the events
+// the nodes and attributions name. None when the annotation names no event (HTA: None).
+py::object critical_path_py(const TraceFile& trace, const py::dict& given) {
+  const ReportOptions options = options_from(given);
+  CriticalPathGraph g;
+  {
+    py::gil_scoped_release release;
+    g = critical_path_graph(*trace.result, options);
+  }
+  if (!g.found) return py::none();
+  const ProfilerResult& r = *trace.result;
+  // The events named by nodes or attributions, once each, in index order.
+  std::vector<std::int32_t> named(g.node_event);
+  for (const std::int64_t e : g.edge_event) {
+    if (e >= 0) named.push_back(static_cast<std::int32_t>(e));
+  }
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  py::list names, s_names, cats;
+  std::vector<std::int64_t> pids, tids, streams;
+  for (const std::int32_t k : named) {
+    const Event& e = r.events()[static_cast<std::size_t>(k)];
+    names.append(py::str(std::string(e.name)));
+    s_names.append(py::str(shorten_name(e.name)));
+    cats.append(py::str(std::string(r.category(e))));
+    const ThreadInfo& t = r.threads()[static_cast<std::size_t>(e.thread)];
+    pids.push_back(t.pid >= 0 ? t.pid : r.pid());
+    tids.push_back(static_cast<std::int64_t>(t.tid));
+    const EventDetail* d = r.detail(e);
+    streams.push_back(d != nullptr && e.kind != EventKind::kRange &&
+                              e.kind != EventKind::kGpuAnnotation
+                          ? d->gpu.stream
+                          : -1);
+  }
+  std::vector<std::uint8_t> types(g.edge_type.size());
+  for (std::size_t i = 0; i < types.size(); ++i)
+    types[i] = static_cast<std::uint8_t>(g.edge_type[i]);
+  py::dict out;
+  out["valid"] = g.valid;
+  out["warnings"] = py::cast(g.warnings);
+  out["node_event"] = array_of<std::int32_t, std::int64_t>(g.node_event);
+  out["node_ts_ns"] = array_of(g.node_ts_ns);
+  out["node_is_start"] = array_of<std::uint8_t, bool>(g.node_is_start);
+  out["node_is_blocking"] = array_of<std::uint8_t, bool>(g.node_is_blocking);
+  out["edge_begin"] = array_of<std::int32_t, std::int64_t>(g.edge_begin);
+  out["edge_end"] = array_of<std::int32_t, std::int64_t>(g.edge_end);
+  out["edge_type"] = array_of<std::uint8_t, std::int64_t>(types);
+  out["edge_weight_ns"] = array_of(g.edge_weight_ns);
+  out["edge_graph_weight_ns"] = array_of(g.edge_graph_weight_ns);
+  out["edge_event"] = array_of(g.edge_event);
+  out["no_event"] = CriticalPathGraph::kNoEvent;
+  out["graph_nodes"] = array_of<std::int32_t, std::int64_t>(g.graph_nodes);
+  out["path_nodes"] = array_of<std::int32_t, std::int64_t>(g.path_nodes);
+  out["path_edges"] = array_of<std::int32_t, std::int64_t>(g.path_edges);
+  out["path_length_ns"] = g.path_length_ns;
+  // The cudaEventRecord and cudaStreamWaitEvent tables HTA's CPGraph exposes (pid, tid, ts in
+  // us, correlation of each call; the launch it pairs with and that launch's correlation).
+  const auto call_table = [&](const auto& rows, const char* launch_key, const char* launch_corr,
+                              auto stream_of_row, auto launch_of_row) {
+    std::vector<std::int64_t> index, pid, tid, corr, stream, launch, launch_c;
+    std::vector<double> ts;
+    py::list name;
+    for (const auto& row : rows) {
+      const Event& e = r.events()[static_cast<std::size_t>(row.event)];
+      const ThreadInfo& t = r.threads()[static_cast<std::size_t>(e.thread)];
+      index.push_back(row.event);
+      pid.push_back(t.pid >= 0 ? t.pid : r.pid());
+      tid.push_back(static_cast<std::int64_t>(t.tid));
+      ts.push_back(static_cast<double>(e.start_ns) / 1000.0);
+      name.append(py::str(std::string(e.name)));
+      const EventDetail* d = r.detail(e);
+      corr.push_back(d != nullptr ? d->gpu.correlation : -1);
+      stream.push_back(stream_of_row(row));
+      const std::int32_t l = launch_of_row(row);
+      launch.push_back(l);
+      const EventDetail* ld = l >= 0 ? r.detail(r.events()[static_cast<std::size_t>(l)]) : nullptr;
+      launch_c.push_back(ld != nullptr ? ld->gpu.correlation : -1);
+    }
+    py::dict table;
+    table["index"] = array_of(index);
+    table["pid"] = array_of(pid);
+    table["tid"] = array_of(tid);
+    table["ts"] = array_of(ts);
+    table["name"] = name;
+    table["correlation"] = array_of(corr);
+    table["stream"] = array_of(stream);
+    table[launch_key] = array_of(launch);
+    table[launch_corr] = array_of(launch_c);
+    return table;
+  };
+  out["event_records"] = call_table(
+      g.event_records, "index_previous_launch", "correlation_launch_event",
+      [](const auto& row) { return row.stream; },
+      [](const auto& row) { return row.previous_launch; });
+  {
+    std::vector<std::int64_t> gpu;
+    for (const auto& row : g.event_records) gpu.push_back(row.gpu);
+    py::dict table = out["event_records"].cast<py::dict>();
+    table["gpu"] = array_of(gpu);
+  }
+  out["stream_waits"] = call_table(
+      g.stream_waits, "index_next_launch", "correlation_next_launch",
+      [](const auto& row) { return row.stream; }, [](const auto& row) { return row.next_launch; });
+  py::dict events;
+  events["index"] = array_of<std::int32_t, std::int64_t>(named);
+  events["name"] = names;
+  events["s_name"] = s_names;
+  events["cat"] = cats;
+  events["pid"] = array_of(pids);
+  events["tid"] = array_of(tids);
+  events["stream"] = array_of(streams);
+  out["events"] = events;
+  return out;
+}
+
+void write_critical_path_trace_py(const TraceFile& trace, const std::string& out_path,
+                                  const std::vector<std::int32_t>& critical_events,
+                                  const std::vector<py::tuple>& flows, bool only_critical_events) {
+  std::vector<CriticalPathFlow> fs;
+  fs.reserve(flows.size());
+  const auto n = static_cast<std::int64_t>(trace.result->events().size());
+  for (const py::tuple& t : flows) {
+    CriticalPathFlow f;
+    f.from_event = t[0].cast<std::int32_t>();
+    f.from_start = t[1].cast<bool>();
+    f.to_event = t[2].cast<std::int32_t>();
+    f.to_start = t[3].cast<bool>();
+    const int type = t[4].cast<int>();
+    if (type < 0 || type > 4) {
+      throw py::value_error("write_critical_path_trace: edge type " + std::to_string(type) +
+                            " is not 0..4");
+    }
+    f.type = static_cast<CriticalPathEdgeType>(type);
+    f.weight_us = t[5].cast<std::int64_t>();
+    f.critical = t[6].cast<bool>();
+    if (f.from_event < 0 || f.from_event >= n || f.to_event < 0 || f.to_event >= n) {
+      throw py::value_error("write_critical_path_trace: flow between events " +
+                            std::to_string(f.from_event) + " and " + std::to_string(f.to_event) +
+                            "; the trace has events 0.." + std::to_string(n - 1));
+    }
+    fs.push_back(f);
+  }
+  py::gil_scoped_release release;
+  write_critical_path_trace(*trace.result, out_path, critical_events, fs, only_critical_events);
+}
+
 }  // namespace
 
 void bind_analysis(py::module_& m) {
@@ -388,6 +554,17 @@ void bind_analysis(py::module_& m) {
         "control_ranks, test_ranks, control_iterations, test_iterations (lists of ints), "
         "device (ALL, CPU, GPU), short_names, control_label, test_label. Returns the ops_diff "
         "and ops_summary tables as run_report does.");
+  m.def("critical_path", &critical_path_py, py::arg("trace"), py::arg("options") = py::dict(),
+        "HTA's critical_path_analysis on one trace with the report options annotation, "
+        "instance_start, instance_end, data_load_events, add_zero_weight_launch_edges: a dict "
+        "of numpy arrays (nodes, edges, the longest path) and an events table, or None when "
+        "the annotation names no event. The GIL is released while the graph is built.");
+  m.def("write_critical_path_trace", &write_critical_path_trace_py, py::arg("trace"),
+        py::arg("out_path"), py::arg("critical_events"), py::arg("flows"),
+        py::arg("only_critical_events"),
+        "HTA's overlaid critical-path trace (gzip JSON) of `trace` at out_path: critical_events "
+        "marked args.critical, flows as (from_event, from_start, to_event, to_start, type, "
+        "weight_us, critical) tuples.");
   m.def("write_traces_with_counters", &write_traces_with_counters_py, py::arg("traces"),
         py::arg("out_paths"), py::arg("options") = py::dict(),
         "HTA's generate_trace_with_counters: each trace written to its out_path with the "
