@@ -33,8 +33,8 @@ DATA = os.path.join(SHARED, "peers", "hta-tests", "tests", "data")
 CP_ANNOTATION = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 
 # (call id, trace folder under DATA, method, positional args, keyword args); method None: the
-# constructor. A kwarg value "$tmp" is a fresh temporary folder; "$cp:<id>" the graph the
-# critical_path_analysis call <id> returned.
+# constructor. A kwarg value "$tmp" is a fresh temporary folder; an argument "$cp:<id>" what
+# the call <id> returned (a critical path's graph, a time series), as the tests pass it on.
 CALLS = [
     ("mtia: TraceAnalysis()", "mtia_trace_single_rank", None, [], {}),
     ("mtia: get_temporal_breakdown", "mtia_trace_single_rank", "get_temporal_breakdown", [],
@@ -42,9 +42,14 @@ CALLS = [
     ("mtia: get_gpu_kernel_breakdown", "mtia_trace_single_rank", "get_gpu_kernel_breakdown", [],
      {"visualize": False, "include_memory_kernels": True}),
     ("mtia: get_idle_time_breakdown", "mtia_trace_single_rank", "get_idle_time_breakdown", [],
-     {"visualize": False}),
+     {"ranks": [0], "visualize": False, "show_idle_interval_stats": True}),
     ("mtia: get_queue_length_summary", "mtia_trace_single_rank", "get_queue_length_summary", [],
      {"ranks": [0]}),
+    ("mtia: get_queue_length_time_series", "mtia_trace_single_rank",
+     "get_queue_length_time_series", [], {}),
+    ("mtia: get_time_spent_blocked_on_full_queue", "mtia_trace_single_rank",
+     "get_time_spent_blocked_on_full_queue", ["$cp:mtia: get_queue_length_time_series"],
+     {"max_queue_length": 1}),
     ("mtia: get_cuda_kernel_launch_stats", "mtia_trace_single_rank",
      "get_cuda_kernel_launch_stats", [], {"visualize": False}),
     ("mtia: get_aten_op_kernels_and_delay", "mtia_trace_single_rank",
@@ -115,9 +120,11 @@ if peer == "hta":
     from hta.trace_analysis import TraceAnalysis
     from hta.trace_diff import TraceDiff, LabeledTrace, DeviceType
 else:
-    from opscope.analysis import TraceAnalysis, TraceDiff
-    LabeledTrace = getattr(__import__("opscope.analysis", fromlist=["x"]), "LabeledTrace", None)
-    from hta.trace_diff import DeviceType  # the enum the tests pass; opscope accepts its name
+    from opscope.analysis import TraceAnalysis, TraceDiff, LabeledTrace, DeviceType
+# Imports are not timed, on either side: HTA imports plotly with its modules, opscope when it
+# first draws, and both import plotly's renderers at the first fig.show()
+# (get_aten_op_kernels_and_delay always shows its table: 0.3-0.6 s of imports).
+import plotly.express, plotly.graph_objects, plotly.io._renderers  # noqa: E401,F401
 analyzers, results, out = {}, {}, {}
 for cid, folder, method, args, kwargs in calls:
     if not only.search(cid):
@@ -128,8 +135,7 @@ for cid, folder, method, args, kwargs in calls:
     try:
         if method in ("compare_traces", "ops_diff"):
             base = os.path.join(folder, "base"); test = os.path.join(folder, "test")
-            if LabeledTrace is not None:
-                base, test = LabeledTrace(label="Base", trace_dir=base), LabeledTrace(label="Test", trace_dir=test)
+            base, test = LabeledTrace(label="Base", trace_dir=base), LabeledTrace(label="Test", trace_dir=test)
             kwargs = dict(kwargs, device_type=DeviceType[kwargs["device_type"]])
             t0 = time.perf_counter()
             getattr(TraceDiff, method)(base, test, 1, 1, 1010, 1010, **kwargs)
