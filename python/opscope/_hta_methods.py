@@ -108,13 +108,23 @@ def draw_overlap(df: pd.DataFrame) -> None:
     _show(fig)
 
 
+def draw_table(df: pd.DataFrame, title: str) -> None:
+    """A DataFrame as a plotly table: the figure of a method HTA draws no chart for."""
+    _, go, _ = _plotly()
+    fig = go.Figure(data=[go.Table(header={"values": list(df.columns)},
+                                   cells={"values": [df[c] for c in df.columns]})])
+    fig.update_layout(title=title)
+    _show(fig)
+
+
 def draw_job_table(method: str, df: pd.DataFrame) -> None:
-    """The figure of a catalog method of the job_table form (``visualize`` argument only)."""
+    """The figure of a catalog method of the job_table form (``visualize`` argument only): HTA's
+    chart for the methods HTA has, the table itself for a report added to the catalog since."""
     drawers = {"get_temporal_breakdown": draw_temporal, "get_comm_comp_overlap": draw_overlap}
-    if method not in drawers:
-        raise NotImplementedError(f"{method}: no figure is defined for visualize=True; pass "
-                                  "visualize=False")
-    drawers[method](df)
+    if method in drawers:
+        drawers[method](df)
+    else:
+        draw_table(df, method)
 
 
 def draw_kernel_breakdown(kernel_type: pd.DataFrame, kernels: pd.DataFrame,

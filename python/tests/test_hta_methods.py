@@ -295,3 +295,17 @@ def test_no_hta_method_is_missing(hta):
     missing = public(hta.trace_analysis.TraceAnalysis) - public(TraceAnalysis) - left_out
     assert missing == set()
     assert public(hta.trace_diff.TraceDiff) - public(TraceDiff) == set()
+
+
+def test_a_job_table_method_without_hta_chart_draws_its_table(shown):
+    # A report added to the catalog later gets its table as the figure, not an error.
+    from opscope import _hta_methods
+
+    df = pd.DataFrame({"rank": [0, 1], "value": [1.5, 2.5]})
+    _hta_methods.draw_job_table("get_some_new_table", df)
+    assert len(shown) == 1
+    table = shown[0].data[0]
+    assert type(table).__name__ == "Table"
+    assert list(table.header.values) == ["rank", "value"]
+    assert [list(c) for c in table.cells.values] == [[0, 1], [1.5, 2.5]]
+    assert shown[0].layout.title.text == "get_some_new_table"
