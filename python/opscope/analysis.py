@@ -59,24 +59,24 @@ try:  # HTA's critical-path names, re-exported; they need networkx (HTA's CPGrap
         CriticalPathAnalysis,
         restore_cpgraph,
     )
-except ImportError as _networkx_missing:  # the other reports work without it
+    _CRITICAL_PATH_NAMES = ["BoundType", "CPEdge", "CPEdgeType", "CPGraph", "CPNode",
+                            "CriticalPathAnalysis", "restore_cpgraph"]
+except ImportError as missing:  # the other reports work without it
+    # The message, not the exception: `missing` is unbound once this clause ends.
+    _NETWORKX_MISSING = (
+        f"critical path analysis needs networkx ({missing}); install python3-networkx"
+    )
 
     class CriticalPathAnalysis:  # type: ignore[no-redef]
         @classmethod
         def critical_path_analysis(cls, *args: Any, **kwargs: Any) -> Any:
-            raise ImportError(
-                f"critical path analysis needs networkx ({_networkx_missing}); "
-                "install python3-networkx"
-            )
+            raise ImportError(_NETWORKX_MISSING)
 
         overlay_critical_path_analysis = critical_path_analysis
 
-__all__ = [
-    n
-    for n in ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType", "BoundType", "CPEdge",
-              "CPEdgeType", "CPGraph", "CPNode", "CriticalPathAnalysis", "restore_cpgraph"]
-    if n in globals() or n in ("TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType")
-]
+    _CRITICAL_PATH_NAMES = ["CriticalPathAnalysis"]
+
+__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType", *_CRITICAL_PATH_NAMES]
 
 # HTA's default trace_dir (hta/configs/default_values.py).
 _DEFAULT_TRACE_DIR = "/tmp/trace"
@@ -220,6 +220,7 @@ class TraceAnalysis:
         paths, given_ranks = self._trace_paths(trace_files, trace_dir)
         self._client = client
         limits = (max_gzip_ratio, max_event_size, self.times)
+        self._limits = limits  # how every trace of this analyzer is read, here or elsewhere
         if client is None:
             self._traces = [_C.TraceFile(p, *limits) for p in paths]
             own_ranks = [t.rank for t in self._traces]
@@ -596,7 +597,7 @@ class TraceAnalysis:
         (i,) = self._positions_of([rank])
         if self._client is None:
             return self._traces[i]
-        return _C.TraceFile(self.trace_files[self._ranks[i]])
+        return _C.TraceFile(self.trace_files[self._ranks[i]], *self._limits)
 
     def critical_path_analysis(
         self,
@@ -696,7 +697,7 @@ class TraceDiff:
         (hta_times(): rounded unless HTA_DISABLE_NS_ROUNDING=1); a TraceAnalysis's its own."""
         if isinstance(side, TraceAnalysis):
             if side._client is not None:
-                return [_C.TraceFile(p, times=side.times) for p in side.trace_files.values()]
+                return [_C.TraceFile(p, *side._limits) for p in side.trace_files.values()]
             return [side._traces[i] for i in side._order]
         path = os.fspath(side)
         if os.path.isdir(path):

@@ -189,3 +189,25 @@ def test_save_and_restore(zero_weight_edges, tmp_path):
     # networkx's own longest path over the restored graph finds the engine's path.
     assert r.critical_path()
     assert r.critical_path_nodes == g.critical_path_nodes
+
+
+def test_without_networkx_the_rest_imports_and_critical_path_says_what_to_install():
+    # networkx made unimportable in a child process: opscope.analysis still imports, and the
+    # critical path call raises ImportError naming the package (not a NameError).
+    code = (
+        "import sys; sys.modules['networkx'] = None\n"
+        "import opscope.analysis as A\n"
+        "assert 'CPGraph' not in A.__all__ and 'TraceAnalysis' in A.__all__, A.__all__\n"
+        "a = A.TraceAnalysis(trace_dir=sys.argv[1])\n"
+        "try:\n"
+        "    a.critical_path_analysis(rank=0, annotation='', instance_id=None)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    folder = os.path.join(DATA, "critical_path", "alexnet")
+    if not os.path.isdir(folder):
+        pytest.skip(f"HTA's test data is not at {folder}")
+    run = subprocess.run([sys.executable, "-c", code, folder], capture_output=True, text=True,
+                         env=dict(os.environ), check=False)
+    assert run.returncode == 0, run.stderr
+    assert "install python3-networkx" in run.stdout
