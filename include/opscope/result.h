@@ -171,6 +171,9 @@ struct Event {
 struct SessionStats {
   std::uint64_t events_recorded = 0;
   std::uint64_t events_dropped = 0;  // lost to the buffer limit
+  // GPU activity records dropped as Kineto drops them: unfinished ones (a zero time) that a
+  // forced flush handed over, and those that began outside the window.
+  std::uint64_t gpu_records_discarded = 0;
   // Ranges begun in the window that had not ended when it stopped: still open, ended after
   // stop(), or ended in a later window. They appear in no window's events.
   std::uint64_t ranges_open_at_stop = 0;

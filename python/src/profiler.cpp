@@ -149,6 +149,7 @@ py::dict stats_dict(const SessionStats& s) {
   d["events_recorded"] = s.events_recorded;
   d["events_dropped"] = s.events_dropped;
   d["ranges_open_at_stop"] = s.ranges_open_at_stop;
+  d["gpu_records_discarded"] = s.gpu_records_discarded;
   d["buffer_bytes"] = s.buffer_bytes;
   d["buffer_limit_bytes"] = s.buffer_limit_bytes;
   d["not_recorded"] = s.not_recorded;

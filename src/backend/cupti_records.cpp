@@ -178,6 +178,18 @@ void CuptiRecords::add(const CUpti_Activity& record) {
   }
 }
 
+bool CuptiRecords::admit(std::uint64_t start, std::uint64_t end) {
+  if (start == 0 || end == 0 || end < start) {
+    ++incomplete_;
+    return false;
+  }
+  if (start < context_.window_start || (context_.window_end != 0 && start > context_.window_end)) {
+    ++outside_window_;
+    return false;
+  }
+  return true;
+}
+
 template <typename Record>
 GpuRecord CuptiRecords::gpu_work(EventKind kind, std::string name, const Record& r) {
   GpuRecord p;
@@ -197,6 +209,7 @@ GpuRecord CuptiRecords::gpu_work(EventKind kind, std::string name, const Record&
 }
 
 void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
+  if (!admit(k.start, k.end)) return;
   GpuRecord p = gpu_work(EventKind::kKernel, demangled(k.name), k);
   p.gpu.grid[0] = k.gridX;
   p.gpu.grid[1] = k.gridY;
@@ -224,11 +237,13 @@ void CuptiRecords::add_kernel(const CUpti_ActivityKernel10& k) {
 }
 
 void CuptiRecords::add_memcpy(const CUpti_ActivityMemcpy6& m) {
+  if (!admit(m.start, m.end)) return;
   add_transfer(gpu_work(EventKind::kMemcpy, memcpy_name(m.copyKind, m.srcKind, m.dstKind), m),
                m.bytes);
 }
 
 void CuptiRecords::add_memset(const CUpti_ActivityMemset4& m) {
+  if (!admit(m.start, m.end)) return;
   add_transfer(gpu_work(EventKind::kMemset, memset_name(m.memoryKind), m), m.bytes);
 }
 
@@ -244,6 +259,7 @@ void CuptiRecords::add_transfer(GpuRecord p, std::uint64_t bytes) {
 }
 
 void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
+  if (!admit(a.start, a.end)) return;
   GpuRecord p;
   p.kind = a.kind == CUPTI_ACTIVITY_KIND_DRIVER ? EventKind::kDriver : EventKind::kRuntime;
   p.name = context_.api_name ? context_.api_name(a.kind, a.cbid) : std::string();
@@ -261,6 +277,7 @@ void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
 }
 
 void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
+  if (!admit(s.start, s.end)) return;
   GpuRecord p;
   p.kind = EventKind::kOther;
   p.category = "cuda_sync";
@@ -282,6 +299,7 @@ void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
 }
 
 void CuptiRecords::add_memory(const CUpti_ActivityMemory4& m) {
+  if (!admit(m.timestamp, m.timestamp)) return;
   GpuRecord p;
   p.kind = EventKind::kMemory;
   p.name = "[memory]";

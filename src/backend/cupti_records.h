@@ -35,6 +35,10 @@ struct CuptiContext {
   // The program's name: Kineto names each device's process with it ("python3.10", labelled
   // "GPU 0").
   std::string process_name;
+  // The window, on CUPTI's clock (0: open-ended): a record that began outside it is dropped,
+  // as Kineto drops it (work launched before the window, calls of the next one).
+  std::uint64_t window_start = 0;
+  std::uint64_t window_end = 0;
 };
 
 // Kineto's names for what a copy or set touches ("Pageable", "Device", ...) and its direction
@@ -60,6 +64,11 @@ class CuptiRecords {
   void emit(ProfilerResult::Builder& builder);
 
   std::uint64_t skipped() const { return skipped_; }
+  // Records dropped: CUPTI's unfinished ones (a zero start or end, or an end before the start:
+  // what a forced flush hands over), and those that began outside the window. Counted, so that
+  // a trace says what it lacks.
+  std::uint64_t incomplete() const { return incomplete_; }
+  std::uint64_t outside_window() const { return outside_window_; }
 
  private:
   // What every record of GPU work has (kernels, copies and sets name these fields alike).
@@ -77,9 +86,15 @@ class CuptiRecords {
   // CUPTI's times as they are; context_.offset_ns is added at emit().
   static std::int64_t ns(std::uint64_t cupti_ns) { return static_cast<std::int64_t>(cupti_ns); }
 
+  // Whether a record that ran from `start` to `end` (CUPTI's times) is kept; counts it if not.
+  // `end` is `start` for an instant (an allocation).
+  bool admit(std::uint64_t start, std::uint64_t end);
+
   CuptiContext context_;
   GpuActivity activity_;
   std::uint64_t skipped_ = 0;
+  std::uint64_t incomplete_ = 0;
+  std::uint64_t outside_window_ = 0;
 };
 
 }  // namespace opscope::backend

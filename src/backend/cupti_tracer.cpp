@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <set>
 #include <utility>
 
 #include "backend/cuda_devices.h"
@@ -16,8 +17,22 @@
 namespace opscope::backend {
 namespace {
 
-// The backend of the open window, for CUPTI's callbacks (which carry no user pointer).
-std::atomic<CuptiBackend*> g_backend{nullptr};
+// CUPTI's state in this process (see the header): the window whose backend takes the buffers,
+// and the libraries whose callbacks are registered. Never destroyed: CUPTI may call back during
+// static destruction.
+struct CuptiProcess {
+  std::mutex mu;                   // serialises the callbacks with a window leaving
+  CuptiBackend* window = nullptr;  // under mu
+  std::set<std::string> registered;
+};
+CuptiProcess& cupti_process() {
+  static auto* p = new CuptiProcess;
+  return *p;
+}
+
+// The loaded CUPTI's cuptiGetTimestamp, for cupti_now_ns (a plain function, as
+// clock::measure_offset takes).
+std::atomic<decltype(&cuptiGetTimestamp)> g_timestamp{nullptr};
 
 // Kineto's buffer size: large enough that a busy GPU fills one every few milliseconds at most.
 constexpr std::size_t kBufferBytes = std::size_t{4} << 20;
@@ -35,22 +50,26 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMORY2,
 };
 
+void free_buffer(std::uint8_t* buffer) { ::operator delete (buffer, std::align_val_t{kAlignment}); }
+
 void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
                                   std::size_t* max_records) {
   *max_records = 0;  // as many as fit
-  CuptiBackend* b = g_backend.load(std::memory_order_acquire);
-  *buffer = b != nullptr ? b->new_buffer(*size) : nullptr;
+  CuptiProcess& p = cupti_process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  *buffer = p.window != nullptr ? p.window->new_buffer(*size) : nullptr;
   if (*buffer == nullptr) *size = 0;
 }
 
 void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer,
                                   std::size_t, std::size_t valid_size) {
-  CuptiBackend* b = g_backend.load(std::memory_order_acquire);
-  if (b != nullptr) {
-    b->take_buffer(buffer, valid_size);
-    b->count_dropped(context, stream);
-  } else {
-    ::operator delete (buffer, std::align_val_t{kAlignment});  // a window that is gone
+  CuptiProcess& p = cupti_process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.window != nullptr) {
+    if (buffer != nullptr) p.window->take_buffer(buffer, valid_size);
+    p.window->count_dropped(context, stream);
+  } else if (buffer != nullptr) {
+    free_buffer(buffer);  // a window that is gone
   }
 }
 
@@ -84,6 +103,7 @@ CuptiApi CuptiApi::load(const std::string& path) {
   resolve(lib, path, "cuptiGetCallbackName", api.callback_name);
   resolve(lib, path, "cuptiGetResultString", api.result_string);
   resolve(lib, path, "cuptiSetThreadIdType", api.set_thread_id_type);
+  resolve(lib, path, "cuptiGetTimestamp", api.timestamp);
   return api;
 }
 
@@ -114,13 +134,15 @@ CuptiBackend::~CuptiBackend() {
   // A window that failed half-way: nothing may call back into this object any more.
   if (observer_ != 0) remove_callback(observer_);
   for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
-  CuptiBackend* self = this;
-  g_backend.compare_exchange_strong(self, nullptr);
+  CuptiProcess& p = cupti_process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.window == this) p.window = nullptr;
 }
 
 void CuptiBackend::load_library() {
   if (api_.next_record != nullptr) return;
   api_ = CuptiApi::load(path_);
+  g_timestamp.store(api_.timestamp, std::memory_order_release);
   records_.context().api_name = [this](CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
     return api_.api_name(kind, cbid);
   };
@@ -129,6 +151,14 @@ void CuptiBackend::load_library() {
 void CuptiBackend::prepare() {
   if (prepared_) return;
   load_library();
+  CuptiProcess& p = cupti_process();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.registered.contains(path_)) {
+      prepared_ = true;
+      return;
+    }
+  }
   // Calls carry the OS thread id (gettid), which is what the CPU backend's threads have.
   if (const CUptiResult rc = api_.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
       rc != CUPTI_SUCCESS) {
@@ -138,39 +168,53 @@ void CuptiBackend::prepare() {
       rc != CUPTI_SUCCESS) {
     throw Error("cannot record CUDA activity: cuptiActivityRegisterCallbacks: " + api_.error(rc));
   }
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.registered.insert(path_);
   prepared_ = true;
 }
 
 void CuptiBackend::start() {
   prepare();
-  CuptiBackend* none = nullptr;
-  if (!g_backend.compare_exchange_strong(none, this)) {
-    throw Error("cannot record CUDA activity: another window records it already");
+  CuptiProcess& p = cupti_process();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.window != nullptr) {
+      throw Error("cannot record CUDA activity: another window records it already");
+    }
+    p.window = this;
   }
+  const auto leave = [&] {
+    for (const CUpti_ActivityKind k : enabled_) api_.activity_disable(k);
+    enabled_.clear();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.window = nullptr;
+  };
+  // What began before this is another window's (or none's): CuptiRecords drops it.
+  records_.context().window_start = static_cast<std::uint64_t>(cupti_now_ns());
   for (const CUpti_ActivityKind kind : kKinds) {
     if (const CUptiResult rc = api_.activity_enable(kind); rc != CUPTI_SUCCESS) {
-      for (const CUpti_ActivityKind k : enabled_) api_.activity_disable(k);
-      enabled_.clear();
-      g_backend.store(nullptr, std::memory_order_release);
+      leave();
       throw Error("cannot record CUDA activity: cuptiActivityEnable(" +
                   std::to_string(static_cast<int>(kind)) + "): " + api_.error(rc));
     }
     enabled_.push_back(kind);
   }
   // Each range's handle is CUPTI's external correlation id while it runs: the launches made
-  // inside it carry it ("External id"), as Kineto does with the op's id.
-  const CuptiApi* api = &api_;
-  observer_ = add_global_callback(
-      RecordFunctionCallback(
-          [api](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
-            api->push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, rf.handle());
-            return nullptr;
-          },
-          [api](const RecordFunction&, ObserverContext*) {
-            std::uint64_t popped = 0;
-            api->pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
-          })
-          .needs_ids(true));
+  // inside it carry it ("External id"), as Kineto does with the op's id. The callbacks hold
+  // CUPTI's functions, not this backend: a range open at stop() ends after the backend is gone.
+  const auto push = api_.push_external;
+  const auto pop = api_.pop_external;
+  observer_ =
+      add_global_callback(RecordFunctionCallback(
+                              [push](const RecordFunction& rf) -> std::unique_ptr<ObserverContext> {
+                                push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, rf.handle());
+                                return nullptr;
+                              },
+                              [pop](const RecordFunction&, ObserverContext*) {
+                                std::uint64_t popped = 0;
+                                pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped);
+                              })
+                              .needs_ids(true));
 }
 
 void CuptiBackend::stop() {
@@ -178,16 +222,26 @@ void CuptiBackend::stop() {
     remove_callback(observer_);
     observer_ = 0;
   }
-  // Every record still in CUPTI's hands, delivered to take_buffer before this returns.
-  api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  // What begins after this is the next window's.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.context().window_end = static_cast<std::uint64_t>(cupti_now_ns());
+  }
   for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
   enabled_.clear();
-  g_backend.store(nullptr, std::memory_order_release);
+  // Every record still in CUPTI's hands, delivered to take_buffer before this returns (the
+  // callback takes the process lock: it must not be held here).
+  api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CuptiProcess& p = cupti_process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.window == this) p.window = nullptr;
 }
 
 void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const clock::ClockOffset offset = clock::measure_offset(conv, clock::wall_now_ns);
+  // Against CUPTI's own timestamp: its clock is CLOCK_REALTIME unless a timestamp callback
+  // (Kineto's TSC clock, in a process where torch's profiler ran) replaced it.
+  const clock::ClockOffset offset = clock::measure_offset(conv, cupti_now_ns);
   records_.context().offset_ns = offset.offset_ns;
   // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per SM.
   const std::vector<DeviceProperties> devices = query_cuda_devices();
@@ -199,11 +253,16 @@ void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickCo
   records_.emit(builder);
   builder.add_metadata(
       "opscope_gpu_clock",
-      "{\"method\":\"CUPTI CLOCK_REALTIME, offset to the ranges' clock measured at stop\","
+      "{\"method\":\"cuptiGetTimestamp, offset to the ranges' clock measured at collect\","
       "\"offset_ns\":" +
           std::to_string(offset.offset_ns) + ",\"error_ns\":" + std::to_string(offset.error_ns) +
           "}");
+  builder.add_metadata("opscope_gpu_records_discarded",
+                       "{\"incomplete\":" + std::to_string(records_.incomplete()) +
+                           ",\"outside_window\":" + std::to_string(records_.outside_window()) +
+                           "}");
   builder.stats().events_dropped += dropped_;
+  builder.stats().gpu_records_discarded += records_.incomplete() + records_.outside_window();
 }
 
 void CuptiBackend::count_dropped(CUcontext context, std::uint32_t stream) {
@@ -217,10 +276,12 @@ void CuptiBackend::count_dropped(CUcontext context, std::uint32_t stream) {
 std::uint8_t* CuptiBackend::new_buffer(std::size_t& size) {
   std::lock_guard<std::mutex> lock(mutex_);
   if ((buffers_in_use_ + 1) * kBufferBytes > buffer_limit_) return nullptr;  // CUPTI drops
+  auto* buffer = static_cast<std::uint8_t*>(
+      ::operator new (kBufferBytes, std::align_val_t{kAlignment}, std::nothrow));
+  if (buffer == nullptr) return nullptr;  // CUPTI drops; the budget is not spent
   ++buffers_in_use_;
   size = kBufferBytes;
-  return static_cast<std::uint8_t*>(
-      ::operator new (kBufferBytes, std::align_val_t{kAlignment}, std::nothrow));
+  return buffer;
 }
 
 void CuptiBackend::take_buffer(std::uint8_t* buffer, std::size_t valid_size) {
@@ -229,8 +290,14 @@ void CuptiBackend::take_buffer(std::uint8_t* buffer, std::size_t valid_size) {
   while (api_.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     records_.add(*record);
   }
-  ::operator delete (buffer, std::align_val_t{kAlignment});
+  free_buffer(buffer);
   if (buffers_in_use_ > 0) --buffers_in_use_;
+}
+
+std::int64_t cupti_now_ns() {
+  std::uint64_t now = 0;
+  if (const auto get = g_timestamp.load(std::memory_order_acquire); get != nullptr) get(&now);
+  return static_cast<std::int64_t>(now);
 }
 
 }  // namespace opscope::backend

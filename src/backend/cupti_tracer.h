@@ -6,10 +6,17 @@
 // calls, synchronization, CUDA allocations, external correlation) and adds a global observer
 // that pushes each range's handle as CUPTI's external correlation id while the range runs, so
 // every launch carries the innermost range open on its thread; stop() removes the observer,
-// flushes every buffer and disables the kinds; collect() measures how far CUPTI's clock
-// (CLOCK_REALTIME on Linux) is from the ranges' and hands the records, shifted by that, to
-// CuptiRecords. Buffers come from a budget (the window's buffer limit); what CUPTI could not
-// hand over is counted in SessionStats::events_dropped.
+// disables the kinds and flushes every buffer; collect() measures how far CUPTI's clock is from
+// the ranges' (against cuptiGetTimestamp: CUPTI's clock is whatever its timestamp callback says,
+// and Kineto switches it to the TSC) and hands the records, shifted by that, to CuptiRecords,
+// which drops the incomplete ones and those that began outside the window, as Kineto does.
+// Buffers come from a budget (the window's buffer limit); what CUPTI could not hand over is
+// counted in SessionStats::events_dropped.
+//
+// CUPTI has one set of buffer callbacks per process, whatever window is open: they are
+// registered once, and find the open window's backend in a process-wide slot that the backend
+// leaves, under a lock, before it is destroyed. A range still open when the window stops ends
+// through function pointers into libcupti (never unloaded), not through the backend.
 //
 // Built only with CUPTI's headers (OPSCOPE_CUPTI). Its row in the backend registry is "cuda"
 // (cuda_backend.cpp), which is built without them too. Not yet run on a GPU: a session uses it
@@ -43,6 +50,7 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
   decltype(&cuptiGetResultString) result_string = nullptr;
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
+  decltype(&cuptiGetTimestamp) timestamp = nullptr;
 
   // Loads `path` (dlopen) and resolves every entry point above. Throws opscope::Error naming
   // the library and what is missing.
@@ -63,7 +71,8 @@ class CuptiBackend final : public ActivityBackend {
   // Loads libcupti and resolves its entry points (the first thing prepare() does; the tests
   // call it alone, as reading buffers needs no driver).
   void load_library();
-  // load_library(), then CUPTI told to name threads by OS tid and to call back for buffers.
+  // load_library(), then, once per process and library, CUPTI told to name threads by OS tid
+  // and to call back for buffers.
   void prepare() override;
   // Throws opscope::Error with CUPTI's reason when an activity kind cannot be enabled (no
   // driver, no device); what was enabled is disabled again.
@@ -92,5 +101,8 @@ class CuptiBackend final : public ActivityBackend {
   std::uint64_t buffers_in_use_ = 0;
   std::uint64_t dropped_ = 0;  // records CUPTI could not keep (no buffer, or a full one)
 };
+
+// CUPTI's clock now (cuptiGetTimestamp of the last CUPTI a backend loaded), in ns; 0 before any.
+std::int64_t cupti_now_ns();
 
 }  // namespace opscope::backend

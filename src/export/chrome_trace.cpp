@@ -187,6 +187,8 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.uinteger(s.events_dropped);
   w.key("ranges_open_at_stop");
   w.uinteger(s.ranges_open_at_stop);
+  w.key("gpu_records_discarded");
+  w.uinteger(s.gpu_records_discarded);
   w.key("buffer_bytes");
   w.uinteger(s.buffer_bytes);
   w.key("buffer_limit_bytes");
