@@ -27,6 +27,12 @@ constexpr std::uint64_t kTid = 4242;                     // the CPU thread that 
 constexpr std::uint64_t kHandle = 0x500000007;           // the range it launches in (External id)
 constexpr std::int64_t kT0 = 1'700'000'000'000'000'000;  // CUPTI's clock: CLOCK_REALTIME ns
 
+// A JSON id written as -1, not as the unsigned 18446744073709551615 (which nlohmann::json
+// compares equal to -1).
+bool is_minus_one(const json& v) {
+  return v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() == -1;
+}
+
 template <typename Record>
 const CUpti_Activity& as_activity(const Record& r) {
   return *reinterpret_cast<const CUpti_Activity*>(&r);
@@ -467,12 +473,12 @@ TEST(CuptiRecords, SyncsHaveKinetosCategoryArgsAndThreads) {
     EXPECT_EQ((*e)["args"]["context"], 1);
     EXPECT_EQ((*e)["args"]["cuda_sync_kind"], (*e)["name"]);
   }
-  EXPECT_EQ((*context_sync)["tid"], -1);
+  EXPECT_TRUE(is_minus_one((*context_sync)["tid"]));
   EXPECT_EQ((*context_sync)["args"]["stream"], -1);
   EXPECT_EQ((*context_sync)["args"]["correlation"], 30);
   EXPECT_FALSE((*context_sync)["args"].contains("wait_on_stream"));
 
-  EXPECT_EQ((*event_sync)["tid"], -1);
+  EXPECT_TRUE(is_minus_one((*event_sync)["tid"]));
   EXPECT_EQ((*event_sync)["args"]["stream"], -1);
   EXPECT_EQ((*event_sync)["args"]["wait_on_stream"], 7);
   EXPECT_EQ((*event_sync)["args"]["wait_on_cuda_event_record_corr_id"], 20);
@@ -485,7 +491,7 @@ TEST(CuptiRecords, SyncsHaveKinetosCategoryArgsAndThreads) {
 
   bool named = false;
   for (const json& e : trace["traceEvents"]) {
-    if (e.value("name", "") == "thread_name" && e["pid"] == 0 && e["tid"] == -1) {
+    if (e.value("name", "") == "thread_name" && e["pid"] == 0 && is_minus_one(e["tid"])) {
       named = e["args"]["name"] == "Device 0";
     }
   }
@@ -502,7 +508,9 @@ TEST(CuptiRecords, SyncsAreLinkedToTheirCallsByFlows) {
     for (const json& e : trace["traceEvents"]) {
       if (e.value("cat", "") != "ac2g" || e["id"] != correlation) continue;
       if (e["ph"] == "s") start = e["tid"] == kTid;
-      if (e["ph"] == "f") end = e["pid"] == 0 && e["tid"] == tid;
+      if (e["ph"] == "f") {
+        end = e["pid"] == 0 && (tid == -1 ? is_minus_one(e["tid"]) : e["tid"] == tid);
+      }
     }
     EXPECT_TRUE(start);
     EXPECT_TRUE(end);
