@@ -2,10 +2,15 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "json/json_writer.h"
 
@@ -282,6 +287,21 @@ std::int64_t kineto_stream(std::uint32_t stream) { return static_cast<std::int32
 }  // namespace
 
 void CuptiRecords::add_syncs() {
+  // The event records by their sync id, and by (context, event) in correlation order: a
+  // program records events at every allocator free, so each sync looks its record up rather
+  // than scanning them all.
+  std::unordered_map<std::uint64_t, const CUpti_ActivityCudaEvent2*> by_id;
+  std::map<std::pair<std::uint32_t, std::uint32_t>,
+           std::vector<std::pair<std::uint32_t, const CUpti_ActivityCudaEvent2*>>>
+      by_event;
+  for (const CUpti_ActivityCudaEvent2& e : cuda_events_) {
+    if (e.cudaEventSyncId != 0) by_id.emplace(e.cudaEventSyncId, &e);
+    by_event[{e.contextId, e.eventId}].emplace_back(e.correlationId, &e);
+  }
+  for (auto& [key, records] : by_event) {
+    std::sort(records.begin(), records.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
   for (const CUpti_ActivitySynchronization2& s : syncs_) {
     GpuRecord p;
     p.kind = EventKind::kOther;
@@ -303,14 +323,16 @@ void CuptiRecords::add_syncs() {
       const bool by_sync_id =
           s.cudaEventSyncId != 0 && s.cudaEventSyncId != CUPTI_SYNCHRONIZATION_INVALID_VALUE;
       const CUpti_ActivityCudaEvent2* best = nullptr;
-      for (const CUpti_ActivityCudaEvent2& e : cuda_events_) {
-        if (by_sync_id) {
-          if (e.cudaEventSyncId == s.cudaEventSyncId) best = &e;
-        } else if (e.contextId == s.contextId && e.eventId == s.cudaEventId &&
-                   e.correlationId < s.correlationId &&
-                   (best == nullptr || e.correlationId > best->correlationId)) {
-          best = &e;
-        }
+      if (by_sync_id) {
+        const auto it = by_id.find(s.cudaEventSyncId);
+        if (it != by_id.end()) best = it->second;
+      } else if (const auto it = by_event.find({s.contextId, s.cudaEventId});
+                 it != by_event.end()) {
+        const auto& records = it->second;
+        const auto after = std::lower_bound(
+            records.begin(), records.end(), s.correlationId,
+            [](const auto& r, std::uint32_t correlation) { return r.first < correlation; });
+        if (after != records.begin()) best = std::prev(after)->second;
       }
       if (best != nullptr) {
         wait_stream = kineto_stream(best->streamId);
