@@ -41,14 +41,18 @@ bool contains(std::string_view s, std::string_view p) {
   return s.find(p) != std::string_view::npos;
 }
 
-// CPGraph.BLOCKING_SYNC_CALLS.
-bool is_blocking_call(std::string_view n) {
+// CPGraph.BLOCKING_SYNC_CALLS, in any spelling of the call (canonical_call_name:
+// "cudaStreamSynchronize_ptsz" blocks as cudaStreamSynchronize does).
+bool is_blocking_call(std::string_view name) {
+  const std::string_view n = internal::canonical_call_name(name);
   return n == "cudaDeviceSynchronize" || n == "cudaStreamSynchronize" || n == "cudaEventQuery" ||
          n == "cudaEventSynchronize" || n == "cudaMemcpy" || n == "cudaMemcpyAsync";
 }
 
-// CUDA_RUNTIME_EVENTS: the calls that take the CUDA runtime's lock.
-bool takes_runtime_lock(std::string_view n) {
+// CUDA_RUNTIME_EVENTS: the calls that take the CUDA runtime's lock; every kernel launch of
+// the runtime among them (nvcc 13's __cudaLaunchKernel is cudaLaunchKernel's entry point).
+bool takes_runtime_lock(std::string_view name) {
+  const std::string_view n = internal::canonical_call_name(name);
   return n == "cudaHostAlloc" || n == "cudaLaunchKernel" || n == "cudaMemcpyAsync";
 }
 
@@ -612,7 +616,7 @@ void Builder::kernel_edges() {
     std::vector<Item> items;
     for (const Launch& l : launches) items.push_back({l.gpu, l.stream, l.ts, 0, l.ev, -1});
     for (std::size_t i = 0; i < n; ++i) {
-      if (!frame_[i] || ev_[i].name != "cudaEventRecord") continue;
+      if (!frame_[i] || internal::canonical_call_name(ev_[i].name) != "cudaEventRecord") continue;
       const auto it = record_stream.find(corr_[i]);
       if (it == record_stream.end()) continue;
       any_record = true;
@@ -651,7 +655,9 @@ void Builder::kernel_edges() {
     std::vector<Item> items;
     for (const Launch& l : launches) items.push_back({l.pid, l.tid, l.stream, l.ts, 0, l.ev});
     for (std::size_t i = 0; i < n; ++i) {
-      if (!frame_[i] || ev_[i].name != "cudaStreamWaitEvent") continue;
+      if (!frame_[i] || internal::canonical_call_name(ev_[i].name) != "cudaStreamWaitEvent") {
+        continue;
+      }
       const std::int32_t k = ic_[i];
       if (k < 0 || stream_[static_cast<std::size_t>(k)] == -1) continue;
       items.push_back({pid_of(ev_[i]), tid_of(ev_[i]), stream_[static_cast<std::size_t>(k)],

@@ -26,7 +26,10 @@ bool is_comm_kernel(std::string_view n) {
 // (^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution).
 // Python's re.match anchors at the start, so ".*X" means "contains X" and "cuda.*LaunchKernel"
 // "starts with cuda and contains LaunchKernel after it".
-bool is_compute_kernel(std::string_view n) {
+bool is_compute_kernel(std::string_view name) {
+  // The launch-call part of the pattern is asked of the call's one name, so that nvcc 13's
+  // "__cudaLaunchKernel" is a launch call here too and never a computation.
+  const std::string_view n = canonical_call_name(name);
   const bool excluded =
       starts_with(n, "nccl") || contains(n, "Memcpy") || contains(n, "Memset") ||
       contains(n, "dma") || contains(n, "Sync") || starts_with(n, "Stream Wait Event") ||
@@ -44,11 +47,23 @@ struct LaunchCall {
   bool memory;
   bool in_launch_stats;
 };
-constexpr std::array<LaunchCall, 12> kLaunchCalls = {{
+// The calls HTA does not name but that launch kernels as the ones above do (cooperative ones,
+// the legacy cudaLaunch and cuLaunch*) are counted with them: a launch statistic that skipped
+// them would undercount. Runtime calls are looked up by the launch statistics, driver calls
+// not, as HTA does with cudaLaunchKernel and cuLaunchKernel.
+constexpr std::array<LaunchCall, 20> kLaunchCalls = {{
     {"cudaLaunchKernel", false, true},
     {"cudaLaunchKernelExC", false, true},
+    {"cudaLaunchCooperativeKernel", false, true},
+    {"cudaLaunchCooperativeKernelMultiDevice", false, true},
+    {"cudaLaunch", false, true},
     {"cuLaunchKernel", false, false},
     {"cuLaunchKernelEx", false, false},
+    {"cuLaunchCooperativeKernel", false, false},
+    {"cuLaunchCooperativeKernelMultiDevice", false, false},
+    {"cuLaunch", false, false},
+    {"cuLaunchGrid", false, false},
+    {"cuLaunchGridAsync", false, false},
     {"cudaMemcpyAsync", true, true},
     {"cudaMemsetAsync", true, true},
     {"runFunction - job_prep_and_submit_for_execution", false, true},
@@ -70,7 +85,36 @@ bool in_hta_frame(const ProfilerResult& r, const Event& e) {
   return !cat.empty() && cat != "Trace";
 }
 
+std::string_view canonical_call_name(std::string_view name) {
+  // CUPTI's version suffix: "_v" and the CUDA version it came with, four digits or more, last
+  // (a driver call's own "_v2", cuMemcpyHtoD_v2, is part of its name).
+  const std::size_t v = name.rfind("_v");
+  if (v != std::string_view::npos && v + 6 <= name.size() &&
+      std::all_of(name.begin() + static_cast<std::ptrdiff_t>(v) + 2, name.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    name = name.substr(0, v);
+  }
+  for (const std::string_view suffix : {"_ptsz", "_ptds"}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      name.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  // Only calls of CUDA's own ("__cudaLaunchKernel", "__cuLaunch..."), not any name that
+  // begins with "__".
+  if (name.starts_with("__cu")) name.remove_prefix(2);
+  return name;
+}
+
+bool is_kernel_launch_call(std::string_view name) {
+  const std::string_view n = canonical_call_name(name);
+  const auto it = std::find_if(kLaunchCalls.begin(), kLaunchCalls.end(),
+                               [&](const LaunchCall& c) { return c.name == n; });
+  return it != kLaunchCalls.end() && !it->memory && starts_with(n, "cu");
+}
+
 bool is_launch_call(std::string_view name, LaunchCalls which, bool include_memory) {
+  name = canonical_call_name(name);
   const auto it = std::find_if(kLaunchCalls.begin(), kLaunchCalls.end(),
                                [&](const LaunchCall& c) { return c.name == name; });
   if (it == kLaunchCalls.end() || (it->memory && !include_memory)) return false;

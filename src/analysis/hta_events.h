@@ -37,8 +37,26 @@ enum class LaunchCalls {
   kLaunchStats,
 };
 // Whether `name` is one of `which`; `include_memory`: also the calls that launch copies and
-// sets.
+// sets. Every spelling of a call counts as the call (canonical_call_name), so nvcc 13's
+// "__cudaLaunchKernel" and the per-thread-stream "cudaMemcpyAsync_ptsz" are launches too; HTA,
+// which compares exact names, would count neither, and reports no launches for a program
+// built with nvcc 13: a gap, not a contract, so opscope counts them.
 bool is_launch_call(std::string_view name, LaunchCalls which, bool include_memory = true);
+
+// The one name of a CUDA runtime or driver call, whichever spelling a trace gives it: without
+// CUPTI's version suffix ("_v7000"), the per-thread default stream's suffix ("_ptsz", "_ptds")
+// and the leading "__" of the runtime's internal entry points (nvcc 13 compiles <<<>>> to
+// __cudaLaunchKernel). "__cudaLaunchKernel_ptsz_v13000" -> "cudaLaunchKernel". Names of other
+// calls come back as they are. Every place that recognizes a call by name asks this first.
+std::string_view canonical_call_name(std::string_view name);
+
+// Whether `name` is a call that launches a kernel on a stream, in any spelling: the runtime's
+// cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice) and legacy
+// cudaLaunch; the driver's cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel(MultiDevice)
+// and legacy cuLaunch, cuLaunchGrid, cuLaunchGridAsync. Not graph launches (cudaGraphLaunch
+// starts many kernels under one correlation) nor host functions (cudaLaunchHostFunc runs no
+// kernel).
+bool is_kernel_launch_call(std::string_view name);
 
 // HTA's MemoryKernelGroupingPattern (hta/common/types.py), (^(hip)?Memcpy)|(^(hip)?Memset)|
 // (^dma). kernel_type() asks it after the communication pattern; shorten_name() alone, so

@@ -2,10 +2,15 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "json/json_writer.h"
 
@@ -154,7 +159,13 @@ void CuptiRecords::add(const CUpti_Activity& record) {
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       CUpti_ActivitySynchronization2 s;
       as(s);
-      add_sync(s);
+      if (admit(s.start, s.end)) syncs_.push_back(s);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {
+      CUpti_ActivityCudaEvent2 e;
+      as(e);
+      add_cuda_event(e);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -276,25 +287,131 @@ void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
   activity_.add(std::move(p));
 }
 
-void CuptiRecords::add_sync(const CUpti_ActivitySynchronization2& s) {
-  if (!admit(s.start, s.end)) return;
+namespace {
+
+bool is_event_sync(CUpti_ActivitySynchronizationType type) {
+  return type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE ||
+         type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
+}
+
+static_assert(CUPTI_SYNCHRONIZATION_INVALID_VALUE == GpuRecord::kNoStream &&
+              CUPTI_INVALID_STREAM_ID == GpuRecord::kNoStream);
+
+// A stream id as Kineto writes it in args: CUPTI's "none" (0xFFFFFFFF) read as an int32, -1.
+std::int64_t kineto_stream(std::uint32_t stream) { return static_cast<std::int32_t>(stream); }
+
+}  // namespace
+
+void CuptiRecords::add_syncs() {
+  // The event records by their sync id, and by (context, event) in correlation order: a
+  // program records events at every allocator free, so each sync looks its record up rather
+  // than scanning them all.
+  std::unordered_map<std::uint64_t, const CUpti_ActivityCudaEvent2*> by_id;
+  std::map<std::pair<std::uint32_t, std::uint32_t>,
+           std::vector<std::pair<std::uint32_t, const CUpti_ActivityCudaEvent2*>>>
+      by_event;
+  for (const CUpti_ActivityCudaEvent2& e : cuda_events_) {
+    if (e.cudaEventSyncId != 0) by_id.emplace(e.cudaEventSyncId, &e);
+    by_event[{e.contextId, e.eventId}].emplace_back(e.correlationId, &e);
+  }
+  for (auto& [key, records] : by_event) {
+    std::sort(records.begin(), records.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  for (const CUpti_ActivitySynchronization2& s : syncs_) {
+    GpuRecord p;
+    p.kind = EventKind::kOther;
+    p.category = "cuda_sync";
+    p.name = std::string(sync_name(s.type));
+    p.start_ns = ns(s.start);
+    p.end_ns = ns(s.end);
+    p.stream = s.streamId;
+    p.correlation = s.correlationId;
+    p.gpu_side = true;
+    p.gpu.correlation = s.correlationId;
+    if (s.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) p.gpu.stream = s.streamId;
+    // What an event sync waits on, as Kineto finds it: the stream and call (correlation) of
+    // the latest cudaEventRecord of that event before the sync; CUPTI's cudaEventSyncId names
+    // that record outright where it is set. -1 when the record was not seen.
+    std::int64_t wait_stream = -1;
+    std::int64_t wait_correlation = -1;
+    if (is_event_sync(s.type)) {
+      const bool by_sync_id =
+          s.cudaEventSyncId != 0 && s.cudaEventSyncId != CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+      const CUpti_ActivityCudaEvent2* best = nullptr;
+      if (by_sync_id) {
+        const auto it = by_id.find(s.cudaEventSyncId);
+        if (it != by_id.end()) best = it->second;
+      } else if (const auto it = by_event.find({s.contextId, s.cudaEventId});
+                 it != by_event.end()) {
+        const auto& records = it->second;
+        const auto after = std::lower_bound(
+            records.begin(), records.end(), s.correlationId,
+            [](const auto& r, std::uint32_t correlation) { return r.first < correlation; });
+        if (after != records.begin()) best = std::prev(after)->second;
+      }
+      if (best != nullptr) {
+        wait_stream = kineto_stream(best->streamId);
+        wait_correlation = best->correlationId;
+      }
+    }
+    // Kineto's args (CudaSyncActivity::metadataJson); "device", "stream" and "correlation"
+    // come from the record's GpuInfo, but a sync on no stream says "stream": -1 as Kineto's.
+    p.other_args = object_text([&](internal::JsonWriter& w) {
+      w.key("cuda_sync_kind");
+      w.string(sync_name(s.type));
+      if (is_event_sync(s.type)) {
+        w.key("wait_on_stream");
+        w.integer(wait_stream);
+        w.key("wait_on_cuda_event_record_corr_id");
+        w.integer(wait_correlation);
+        w.key("wait_on_cuda_event_id");
+        w.integer(s.cudaEventId);
+      }
+      if (s.streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
+        w.key("stream");
+        w.integer(-1);
+      }
+      w.key("context");
+      w.integer(s.contextId);
+    });
+    p.context = s.contextId;
+    p.device_known = false;  // the context's, known from the other records at emit()
+    activity_.add(std::move(p));
+  }
+  syncs_.clear();
+}
+
+void CuptiRecords::add_cuda_event(const CUpti_ActivityCudaEvent2& e) {
+  cuda_events_.push_back(e);
+  // Kineto lays a recorded event out as a 1 ns "cudaEvent" at its device time, on its stream;
+  // CUPTI gives that time only when asked (cuptiActivityEnableCudaEventDeviceTimestamps), and
+  // an event without one has no place on the timeline: it only answers syncs.
+  if (e.deviceTimestamp == 0) return;
   GpuRecord p;
   p.kind = EventKind::kOther;
-  p.category = "cuda_sync";
-  p.name = std::string(sync_name(s.type));
-  p.start_ns = ns(s.start);
-  p.end_ns = ns(s.end);
-  p.stream = s.streamId;
-  p.correlation = s.correlationId;
+  p.category = "cuda_event";
+  p.name = "cudaEvent";
+  p.start_ns = ns(e.deviceTimestamp);
+  p.end_ns = p.start_ns + 1;
+  p.device = e.deviceId;
+  p.context = e.contextId;
+  p.stream = e.streamId;
+  p.correlation = e.correlationId;
   p.gpu_side = true;
-  p.gpu.correlation = s.correlationId;
-  if (s.streamId != CUPTI_INVALID_STREAM_ID) p.gpu.stream = s.streamId;
+  p.gpu.device = static_cast<std::int32_t>(e.deviceId);
+  p.gpu.correlation = e.correlationId;
+  if (e.streamId != CUPTI_INVALID_STREAM_ID) p.gpu.stream = e.streamId;
   p.other_args = object_text([&](internal::JsonWriter& w) {
+    w.key("event_id");
+    w.integer(e.eventId);
+    if (e.streamId == CUPTI_INVALID_STREAM_ID) {
+      w.key("stream");
+      w.integer(-1);
+    }
     w.key("context");
-    w.integer(s.contextId);
+    w.integer(e.contextId);
   });
-  p.context = s.contextId;
-  p.device_known = false;  // the context's, known from the other records at emit()
   activity_.add(std::move(p));
 }
 
@@ -316,6 +433,7 @@ void CuptiRecords::add_memory(const CUpti_ActivityMemory4& m) {
 }
 
 void CuptiRecords::emit(ProfilerResult::Builder& builder) {
+  add_syncs();
   activity_.emit(builder, context_.offset_ns, context_.process_name);
 }
 

@@ -80,8 +80,12 @@ class CuptiRecords {
   void add_memcpy(const CUpti_ActivityMemcpy6& m);
   void add_memset(const CUpti_ActivityMemset4& m);
   void add_api(const CUpti_ActivityAPI& a);
-  void add_sync(const CUpti_ActivitySynchronization2& s);
   void add_memory(const CUpti_ActivityMemory4& m);
+  // A cudaEvent recorded on a stream: kept to say what an event sync waits on, and laid out
+  // as Kineto does when CUPTI gave it a device time.
+  void add_cuda_event(const CUpti_ActivityCudaEvent2& e);
+  // The syncs, translated at emit(), when every event record they may wait on is in.
+  void add_syncs();
 
   // CUPTI's times as they are; context_.offset_ns is added at emit().
   static std::int64_t ns(std::uint64_t cupti_ns) { return static_cast<std::int64_t>(cupti_ns); }
@@ -92,6 +96,8 @@ class CuptiRecords {
 
   CuptiContext context_;
   GpuActivity activity_;
+  std::vector<CUpti_ActivitySynchronization2> syncs_;
+  std::vector<CUpti_ActivityCudaEvent2> cuda_events_;
   std::uint64_t skipped_ = 0;
   std::uint64_t incomplete_ = 0;
   std::uint64_t outside_window_ = 0;

@@ -47,6 +47,7 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_CUDA_EVENT,  // what event syncs wait on (Kineto enables it with syncs)
     CUPTI_ACTIVITY_KIND_MEMORY2,
 };
 

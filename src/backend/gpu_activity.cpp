@@ -46,11 +46,18 @@ void GpuActivity::emit(ProfilerResult::Builder& builder, std::int64_t offset_ns,
     auto [it, added] = stream_thread.try_emplace({device, stream}, 0);
     if (added) {
       ThreadInfo t;
-      t.tid = stream;
-      t.name = "stream " + std::to_string(stream);
       t.pid = device;
       t.device = static_cast<std::int32_t>(device);
-      t.stream = stream;
+      if (stream == GpuRecord::kNoStream) {
+        // Kineto's thread -1 (a tid of all ones, which the Chrome trace writes as -1), on no
+        // stream: the analysis counts no stream for it.
+        t.tid = static_cast<std::uint64_t>(std::int64_t{-1});
+        t.name = "Device " + std::to_string(device);
+      } else {
+        t.tid = stream;
+        t.name = "stream " + std::to_string(stream);
+        t.stream = stream;
+      }
       it->second = builder.add_thread(std::move(t));
     }
     return it->second;
@@ -88,11 +95,15 @@ void GpuActivity::emit(ProfilerResult::Builder& builder, std::int64_t offset_ns,
         e.thread = thread_of_call(p.thread_id);
       } else {
         e.thread = thread_of_stream(p.device, p.stream);
-        if (p.kind != EventKind::kOther && call != call_of.end()) {
-          builder.add_flow("ac2g", p.correlation,
-                           {thread_of_call(call->second->thread_id),
-                            call->second->start_ns + offset_ns},
-                           {e.thread, e.start_ns});
+        // From the call to what it launched or waited in: kernels, copies, sets, and syncs
+        // (Kineto draws those from cudaStreamSynchronize, cudaDeviceSynchronize and
+        // cudaStreamWaitEvent, and leaves cudaEventSynchronize's without its start; every
+        // sync here gets its whole arrow).
+        if (call != call_of.end()) {
+          builder.add_flow(
+              "ac2g", p.correlation,
+              {thread_of_call(call->second->thread_id), call->second->start_ns + offset_ns},
+              {e.thread, e.start_ns});
         }
       }
     }

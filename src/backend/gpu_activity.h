@@ -1,7 +1,8 @@
 // GPU activity laid out as Kineto lays it out in its traces (../shared/peers/kineto-traces),
-// whatever recorded it: a process per device ("GPU N"), a "stream N" thread per stream, runtime
-// and driver calls on the CPU threads that made them, "ac2g" flows from each call to the work it
-// launched, and "External id"s joining launches to the range they ran in.
+// whatever recorded it: a process per device ("GPU N"), a "stream N" thread per stream (and
+// thread -1, "Device N", for syncs on no stream), runtime and driver calls on the CPU threads
+// that made them, "ac2g" flows from each call to the work it launched and to the syncs it
+// waited in, and "External id"s joining launches to the range they ran in.
 //
 // A vendor's backend only translates its own records into GpuRecords (cupti_records.cpp does
 // CUPTI's) and adds them here; the layout above is built once, in emit(). A second vendor
@@ -34,6 +35,9 @@ ProcessInfo gpu_process(std::int32_t device, const std::string& program_name);
 // stream (a kernel, copy or set), a call on a CPU thread (runtime, driver), a sync, or an
 // allocation.
 struct GpuRecord {
+  // The stream of a record on none: a context's sync, an event's. Kineto puts those on thread
+  // -1 of the device's process (CUPTI's 0xFFFFFFFF read as an int32), named "Device N".
+  static constexpr std::uint32_t kNoStream = 0xFFFFFFFFu;
   EventKind kind = EventKind::kOther;
   std::string_view category;  // "" for the kind's implied one
   std::string name;
@@ -42,7 +46,7 @@ struct GpuRecord {
   std::uint32_t device = 0;
   bool device_known = true;  // false: a sync, whose device is its context's
   std::uint32_t context = 0;
-  std::uint32_t stream = 0;       // GPU side
+  std::uint32_t stream = 0;       // GPU side; kNoStream: none (below)
   std::uint64_t thread_id = 0;    // calls: the OS thread that made them
   std::uint32_t correlation = 0;  // 0: none
   bool gpu_side = false;          // on a stream thread; else a CPU thread

@@ -218,6 +218,11 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.integer(r.start_time_ns());
 }
 
+// A thread's id as the trace writes it: signed, as Kineto writes its ids, so that its thread -1
+// (syncs on no stream, which the model holds as all ones) comes out as -1 and reads back as
+// the same id; an OS thread id is far below the sign bit and unchanged.
+std::int64_t trace_tid(std::uint64_t tid) { return static_cast<std::int64_t>(tid); }
+
 // One "ph":"M" event naming or ordering a process or thread: {"name":"thread_name",...,
 // "args":{"name":"main"}}. `first` is the first element of traceEvents.
 template <typename Value>
@@ -235,7 +240,7 @@ void write_metadata_event(JsonWriter& w, bool first, std::string_view what, std:
   w.key("pid");
   w.integer(pid);
   w.key("tid");
-  w.uinteger(tid);
+  w.integer(trace_tid(tid));
   w.key("args");
   w.begin_object();
   w.key(arg_key);
@@ -496,14 +501,14 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
   thread_text.reserve(threads.size());
   for (std::size_t i = 0; i < threads.size(); ++i) {
     const ThreadInfo& t = threads[i];
-    const std::string name = t.name.empty() ? "thread " + std::to_string(t.tid) : t.name;
+    const std::string name = t.name.empty() ? "thread " + std::to_string(trace_tid(t.tid)) : t.name;
     const std::int64_t thread_pid = r.pid_of(t);
     write_metadata_event(w, false, kineto::kThreadName, thread_pid, t.tid, kineto::kNameArg, name);
     // In the order threads first recorded, which puts the main thread first.
     write_metadata_event(w, false, kineto::kThreadSortIndex, thread_pid, t.tid,
                          kineto::kSortIndexArg, i);
     thread_text.push_back(",\"pid\":" + std::to_string(thread_pid) +
-                          ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":");
+                          ",\"tid\":" + std::to_string(trace_tid(t.tid)) + ",\"ts\":");
   }
 
   PrefixCache prefixes;

@@ -27,6 +27,12 @@ constexpr std::uint64_t kTid = 4242;                     // the CPU thread that 
 constexpr std::uint64_t kHandle = 0x500000007;           // the range it launches in (External id)
 constexpr std::int64_t kT0 = 1'700'000'000'000'000'000;  // CUPTI's clock: CLOCK_REALTIME ns
 
+// A JSON id written as -1, not as the unsigned 18446744073709551615 (which nlohmann::json
+// compares equal to -1).
+bool is_minus_one(const json& v) {
+  return v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() == -1;
+}
+
 template <typename Record>
 const CUpti_Activity& as_activity(const Record& r) {
   return *reinterpret_cast<const CUpti_Activity*>(&r);
@@ -354,6 +360,197 @@ TEST(CuptiRecords, HtaReadsItsTraceAsOpscopeAnalyzeDoes) {
       EXPECT_GT(got[report][0]["kernel_time(us)"].get<double>(), 41.0);
     }
   }
+}
+
+// A program that records a CUDA event, waits for it on the host and on another stream, and
+// synchronizes the device, as CUPTI reports it: syncs with their calls, and the event's records
+// (one with the device time CUPTI gives when asked, one without).
+std::shared_ptr<const ProfilerResult> synced() {
+  ProfilerResult::Builder builder;
+  builder.set_pid(1234);
+  builder.add_thread({kTid, "main"});
+  CuptiContext c = context();
+  c.api_name = [](CUpti_ActivityKind, CUpti_CallbackId cbid) -> std::string {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        return "cudaLaunchKernel";
+      case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
+        return "cudaEventRecord";
+      case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+        return "cudaEventSynchronize";
+      case CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020:
+        return "cudaStreamWaitEvent";
+      case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+        return "cudaDeviceSynchronize";
+      default:
+        return "";
+    }
+  };
+  CuptiRecords records(c);
+  const auto call = [&](CUpti_CallbackId cbid, std::uint32_t correlation) {
+    const std::int64_t start = kT0 + correlation * 1'000;
+    records.add(as_activity(runtime_call(cbid, start, start + 500, correlation)));
+  };
+  // A kernel on stream 7 of device 0 in context 1: what tells the syncs their device.
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 10);
+  CUpti_ActivityKernel10 kernel{};
+  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  kernel.name = "_Z6addOnePfi";
+  kernel.start = kT0 + 12'000;
+  kernel.end = kT0 + 19'000;
+  kernel.contextId = 1;
+  kernel.streamId = 7;
+  kernel.correlationId = 10;
+  records.add(as_activity(kernel));
+
+  // Event 8 recorded on stream 7 (correlation 20), then again on stream 9 (25).
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, 20);
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, 25);
+  for (const std::uint32_t correlation : {20u, 25u}) {
+    CUpti_ActivityCudaEvent2 event{};
+    event.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    event.correlationId = correlation;
+    event.contextId = 1;
+    event.deviceId = 0;
+    event.eventId = 8;
+    event.streamId = correlation == 20 ? 7 : 9;
+    event.deviceTimestamp = correlation == 20 ? kT0 + 20'700 : 0;
+    event.cudaEventSyncId = 500 + correlation;
+    records.add(as_activity(event));
+  }
+  const auto sync = [&](CUpti_ActivitySynchronizationType type, std::uint32_t stream,
+                        std::uint32_t event, std::uint64_t sync_id, std::uint32_t correlation) {
+    CUpti_ActivitySynchronization2 s{};
+    s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    s.type = type;
+    s.start = kT0 + correlation * 1'000 + 100;
+    s.end = s.start + 300;
+    s.contextId = 1;
+    s.streamId = stream;
+    s.cudaEventId = event;
+    s.cudaEventSyncId = sync_id;
+    s.correlationId = correlation;
+    records.add(as_activity(s));
+  };
+  constexpr std::uint32_t kNone = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  // cudaEventSynchronize (21) without a sync id: the event's latest record before it, 20.
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, 21);
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, kNone, 8, kNone, 21);
+  // cudaStreamWaitEvent (26) on stream 7, naming the record of 25 by its sync id.
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, 26);
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 7, 8, 525, 26);
+  // cudaDeviceSynchronize (30): the context's sync, on no stream.
+  call(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, 30);
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, kNone, kNone, kNone, 30);
+  EXPECT_EQ(records.skipped(), 0u);
+  records.emit(builder);
+  builder.set_window(kT0, kT0 + 40'000);
+  return builder.finish();
+}
+
+const json* x_event(const json& trace, const std::string& name) {
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X" && e.value("name", "") == name) return &e;
+  }
+  return nullptr;
+}
+
+// Kineto's layout of syncs (CuptiActivityProfiler::handleCudaSyncActivity,
+// CudaSyncActivity::metadataJson; ../shared/peers/kineto-traces/critical_path/cuda_event_sync):
+// category cuda_sync, on the stream's thread or, on none, thread -1 of the device; the sync's
+// kind, stream (-1 for none), correlation, device and context; for event syncs the stream and
+// call of the event record waited on.
+TEST(CuptiRecords, SyncsHaveKinetosCategoryArgsAndThreads) {
+  const json trace = json::parse(chrome_trace_json(*synced()));
+  const json* context_sync = x_event(trace, "Context Sync");
+  const json* event_sync = x_event(trace, "Event Sync");
+  const json* wait = x_event(trace, "Stream Wait Event");
+  ASSERT_TRUE(context_sync && event_sync && wait);
+  for (const json* e : {context_sync, event_sync, wait}) {
+    EXPECT_EQ((*e)["cat"], "cuda_sync");
+    EXPECT_EQ((*e)["pid"], 0);
+    EXPECT_EQ((*e)["args"]["device"], 0);
+    EXPECT_EQ((*e)["args"]["context"], 1);
+    EXPECT_EQ((*e)["args"]["cuda_sync_kind"], (*e)["name"]);
+  }
+  EXPECT_TRUE(is_minus_one((*context_sync)["tid"]));
+  EXPECT_EQ((*context_sync)["args"]["stream"], -1);
+  EXPECT_EQ((*context_sync)["args"]["correlation"], 30);
+  EXPECT_FALSE((*context_sync)["args"].contains("wait_on_stream"));
+
+  EXPECT_TRUE(is_minus_one((*event_sync)["tid"]));
+  EXPECT_EQ((*event_sync)["args"]["stream"], -1);
+  EXPECT_EQ((*event_sync)["args"]["wait_on_stream"], 7);
+  EXPECT_EQ((*event_sync)["args"]["wait_on_cuda_event_record_corr_id"], 20);
+  EXPECT_EQ((*event_sync)["args"]["wait_on_cuda_event_id"], 8);
+
+  EXPECT_EQ((*wait)["tid"], 7);
+  EXPECT_EQ((*wait)["args"]["stream"], 7);
+  EXPECT_EQ((*wait)["args"]["wait_on_stream"], 9);
+  EXPECT_EQ((*wait)["args"]["wait_on_cuda_event_record_corr_id"], 25);
+
+  bool named = false;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "thread_name" && e["pid"] == 0 && is_minus_one(e["tid"])) {
+      named = e["args"]["name"] == "Device 0";
+    }
+  }
+  EXPECT_TRUE(named);
+}
+
+// Kineto draws an ac2g arrow from the call to each sync it waited in (flow id: the
+// correlation); here every sync has its whole arrow, cudaEventSynchronize's too.
+TEST(CuptiRecords, SyncsAreLinkedToTheirCallsByFlows) {
+  const json trace = json::parse(chrome_trace_json(*synced()));
+  for (const auto& [correlation, tid] : {std::pair{21, -1}, std::pair{26, 7}, std::pair{30, -1}}) {
+    SCOPED_TRACE(correlation);
+    bool start = false, end = false;
+    for (const json& e : trace["traceEvents"]) {
+      if (e.value("cat", "") != "ac2g" || e["id"] != correlation) continue;
+      if (e["ph"] == "s") start = e["tid"] == kTid;
+      if (e["ph"] == "f") {
+        end = e["pid"] == 0 && (tid == -1 ? is_minus_one(e["tid"]) : e["tid"] == tid);
+      }
+    }
+    EXPECT_TRUE(start);
+    EXPECT_TRUE(end);
+  }
+}
+
+// A recorded CUDA event with a device time is Kineto's 1 ns "cudaEvent" of category cuda_event
+// on its stream (CudaEventActivity); one without has no place on the timeline.
+TEST(CuptiRecords, CudaEventsAsKinetoWritesThem) {
+  const json trace = json::parse(chrome_trace_json(*synced()));
+  std::size_t events = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "cuda_event") ++events;
+  }
+  EXPECT_EQ(events, 1u);
+  const json* event = x_event(trace, "cudaEvent");
+  ASSERT_NE(event, nullptr);
+  EXPECT_EQ((*event)["cat"], "cuda_event");
+  EXPECT_EQ((*event)["pid"], 0);
+  EXPECT_EQ((*event)["tid"], 7);
+  EXPECT_EQ((*event)["args"]["event_id"], 8);
+  EXPECT_EQ((*event)["args"]["correlation"], 20);
+  EXPECT_EQ((*event)["args"]["stream"], 7);
+  EXPECT_NEAR((*event)["dur"].get<double>(), 0.001, 1e-9);
+}
+
+// Thread -1 reads back as the same thread, of no stream, with the context's sync on it.
+TEST(CuptiRecords, ThreadMinusOneReadsBack) {
+  const auto r = synced();
+  const testing::TempDir dir;
+  const std::string path = dir.file("synced.json");
+  export_chrome_trace(*r, path);
+  const auto back = read_trace(path);
+  const Event* sync = find(*back, "Context Sync");
+  ASSERT_NE(sync, nullptr);
+  const ThreadInfo& t = back->threads()[static_cast<std::size_t>(sync->thread)];
+  EXPECT_EQ(t.tid, static_cast<std::uint64_t>(std::int64_t{-1}));
+  EXPECT_EQ(t.stream, -1);
+  EXPECT_EQ(t.name, "Device 0");
+  EXPECT_EQ(back->flows().size(), r->flows().size());
 }
 
 }  // namespace

@@ -35,10 +35,12 @@ using internal::correlation_of;
 using internal::Ranks;
 using internal::stream_of;
 
-// re.match(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)", name): at the start.
+// HTA's re.match(r"(cuda.*LaunchKernel)|(cuLaunchKernel)|(^runFunction)", name), with every
+// CUDA kernel launch in any spelling (internal::is_kernel_launch_call) for its CUDA part: it
+// holds the calls HTA's pattern matches and nvcc 13's __cudaLaunchKernel, the cooperative and
+// per-thread-stream ones it misses.
 bool is_kernel_launch(std::string_view name) {
-  if (name.starts_with("cuLaunchKernel") || name.starts_with("runFunction")) return true;
-  return name.starts_with("cuda") && name.find("LaunchKernel", 4) != std::string_view::npos;
+  return internal::is_kernel_launch_call(name) || name.starts_with("runFunction");
 }
 
 double round3(double x) { return std::round(x * 1000.0) / 1000.0; }

@@ -61,8 +61,10 @@ std::vector<Report> cupti_counters(Ranks ranks, const ReportOptions& options) {
       if (!internal::in_hta_frame(r, e)) continue;
       const std::string_view cat = r.category(e);
       if (cat == kRangeCategory) ranges.push_back(k);
-      // HTA: s_cat.str.match("cuda_runtime") & s_name.str.match("cudaLaunchKernel").
-      if (cat.starts_with("cuda_runtime") && e.name.starts_with("cudaLaunchKernel"))
+      // HTA: s_cat.str.match("cuda_runtime") & s_name.str.match("cudaLaunchKernel"), asked of
+      // the call's one name, so that nvcc 13's __cudaLaunchKernel pairs too.
+      if (cat.starts_with("cuda_runtime") &&
+          internal::canonical_call_name(e.name).starts_with("cudaLaunchKernel"))
         launches.push_back(k);
     }
     if (ranges.empty() || ranges.size() != launches.size()) continue;
