@@ -70,7 +70,8 @@ def find_cudart(torch):
     names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
     for name in names:
         try:
-            return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL), name + " (already loaded)"
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+            return lib, name + " (already loaded)"
         except OSError:
             pass
     # The pip layout: site-packages/nvidia/cu13/lib or nvidia/cuda_runtime/lib.
