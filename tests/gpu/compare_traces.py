@@ -75,6 +75,13 @@ def summarize(trace):
     s["kernel_names"] = kernels.most_common(10)
     s["runtime_calls"] = collections.Counter(
         f"{e.get('cat')}: {e.get('name')}" for e in events if e.get("cat") in RUNTIME_CATS)
+    # CUPTI's callback ids per name: Kineto names a call from its own cbid table, so a name
+    # unknown to that table shows here with the id that CUPTI gave.
+    cbids = collections.defaultdict(set)
+    for e in events:
+        if e.get("cat") in RUNTIME_CATS and "cbid" in (e.get("args") or {}):
+            cbids[f"{e.get('cat')}: {e.get('name')}"].add(str(e["args"]["cbid"]))
+    s["runtime_cbids"] = cbids
 
     # ac2g flows: Kineto's flow id is the correlation id, and the end ('f', bp 'e') lies at the
     # GPU event's pid/tid/ts; the start ('s') at the runtime call's. Match by id first (a GPU
@@ -228,8 +235,16 @@ def report(path_a, a, path_b, b):
     for label, s in (("A", a), ("B", b)):
         for name, n in s["kernel_names"] or [("(none)", 0)]:
             out.append(f"  {label} {n:6d}  {short(name)}")
-    side_by_side("runtime/driver calls", counter_lines(a["runtime_calls"]),
-                 counter_lines(b["runtime_calls"]), out)
+    def runtime_lines(s):
+        lines = []
+        for line, (name, _) in zip(counter_lines(s["runtime_calls"]),
+                                   sorted(s["runtime_calls"].items(),
+                                          key=lambda kv: (-kv[1], str(kv[0])))):
+            ids = s["runtime_cbids"].get(name)
+            lines.append(line + (f" (cbid {','.join(sorted(ids))})" if ids else ""))
+        return lines or ["(none)"]
+
+    side_by_side("runtime/driver calls", runtime_lines(a), runtime_lines(b), out)
     side_by_side("ac2g: flow events / ids with both s and f / ids with one only (Kineto puts a "
                  "lone f on runtime calls that launched nothing)",
                  f"{a['ac2g_events']} / {a['ac2g_flows']} / {a['ac2g_lone_ids']}",

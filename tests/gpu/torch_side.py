@@ -36,7 +36,7 @@ import time
 
 N = 1 << 20
 KERNELS_PER_STREAM = 8
-LAUNCH_ROUNDS = 200
+LAUNCH_ROUNDS = int(os.environ.get("TORCH_SIDE_LAUNCH_ROUNDS", "200"))
 LAUNCHES_PER_ROUND = 64
 STEP_LIMIT_S = float(os.environ.get("TORCH_SIDE_STEP_LIMIT_S", "60"))
 TOTAL_LIMIT_S = float(os.environ.get("TORCH_SIDE_LIMIT_S", "150"))
@@ -203,6 +203,7 @@ def facts(trace):
     cats = {}
     runtime = {}
     sync = []
+    copies = {}
     kernels = 0
     flows = 0
     gpu_threads = {}
@@ -215,10 +216,14 @@ def facts(trace):
         cat = e.get("cat")
         cats[str(cat)] = cats.get(str(cat), 0) + 1
         if cat in ("cuda_runtime", "cuda_driver"):
-            key = f"{cat}:{e.get('name')}"
+            # With CUPTI's callback id: Kineto names calls from its own cbid table.
+            key = f"{cat}: {e.get('name')} (cbid {(e.get('args') or {}).get('cbid')})"
             runtime[key] = runtime.get(key, 0) + 1
-        elif cat == "cuda_sync" and len(sync) < 6:
-            sync.append({k: e.get(k) for k in ("name", "pid", "tid", "ts", "dur", "args")})
+        elif cat in ("cuda_sync", "cuda_event") and len(sync) < 8:
+            sync.append({k: e.get(k) for k in ("cat", "name", "pid", "tid", "ts", "dur", "args")})
+        elif cat in ("gpu_memcpy", "gpu_memset"):
+            key = f"{cat}: {e.get('name')} ({(e.get('args') or {}).get('bytes')} bytes)"
+            copies[key] = copies.get(key, 0) + 1
         elif cat == "kernel":
             kernels += 1
         elif cat == "ac2g":
@@ -230,6 +235,7 @@ def facts(trace):
         "categories": dict(sorted(cats.items())),
         "runtime_calls": dict(sorted(runtime.items())),
         "kernels": kernels,
+        "copies_and_memsets": dict(sorted(copies.items())),
         "ac2g_events": flows,
         "cuda_sync_examples": sync,
         "gpu_threads": gpu_threads,
@@ -244,7 +250,10 @@ def print_facts(label, f):
     print(f"--- {label}: runtime/driver call names Kineto wrote:")
     for k, v in f["runtime_calls"].items():
         print(f"      {v:6d}  {k}")
-    print(f"--- {label}: cuda_sync events (first {len(f['cuda_sync_examples'])}):")
+    print(f"--- {label}: copies and memsets:")
+    for k, v in f["copies_and_memsets"].items():
+        print(f"      {v:6d}  {k}")
+    print(f"--- {label}: cuda_sync / cuda_event events (first {len(f['cuda_sync_examples'])}):")
     for s in f["cuda_sync_examples"]:
         print("      " + json.dumps(s, sort_keys=True))
     print(f"--- {label}: GPU threads (pid/tid: name):")
