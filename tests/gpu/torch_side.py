@@ -23,6 +23,9 @@ Never hangs: a watchdog (faulthandler) is re-armed at every step; a step that ou
 prints every thread's stack and ends the process (exit 1). Without torch or without a CUDA
 device it says so and exits 0 ("skipped"); --rehearse-cpu then runs the same steps on the CPU
 (no streams, no CUDA activity) so that the script itself is tested where there is no GPU.
+
+Environment: TORCH_SIDE_STEP_LIMIT_S (watchdog per step, 60), TORCH_SIDE_LIMIT_S (overall, 150),
+TORCH_SIDE_LAUNCH_ROUNDS (200), TORCH_SIDE_KEEP_W2=1 keeps the second window's trace too.
 """
 
 import faulthandler
