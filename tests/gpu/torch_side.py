@@ -332,8 +332,9 @@ def main(argv):
     # Kineto records CUDA synchronizations (cuda_sync, cuda_event) only when asked to.
     experimental = {}
     try:
-        experimental["experimental_config"] = torch.profiler._ExperimentalConfig(
-            enable_cuda_sync_events=True)
+        config_class = getattr(torch.profiler, "_ExperimentalConfig", None) or \
+            torch._C._profiler._ExperimentalConfig
+        experimental["experimental_config"] = config_class(enable_cuda_sync_events=True)
         results["cuda_sync_events"] = "asked for (enable_cuda_sync_events=True)"
     except (AttributeError, TypeError) as err:
         results["cuda_sync_events"] = "not available in this torch: " + str(err).splitlines()[0]
