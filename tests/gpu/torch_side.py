@@ -349,6 +349,12 @@ def main(argv):
         path = export(prof, out_dir, name)
         f = facts(load_trace(path))
         print_facts(f"window {w}", f)
+        if cuda:
+            want_memsets = 1 if work.memset is not None else 0
+            print(f"--- window {w}: the work launched {2 * KERNELS_PER_STREAM} step kernels + 1 "
+                  f"zero_ fill = {2 * KERNELS_PER_STREAM + 1} kernels (found {f['kernels']}), "
+                  f"2 HtoD + 1 DtoH copies, {want_memsets} memset(s) of {N * 4} bytes",
+                  flush=True)
         results[f"window{w}"] = f
         if w == 1:
             key, table = table_of(prof)
