@@ -62,7 +62,7 @@ commands:
 )";
   for (const Subcommand* s : subcommands()) {
     std::string name = s->name;
-    name.resize(10, ' ');
+    name.resize(12, ' ');  // the longest name, "activities", and two spaces
     text += "  " + name + s->summary + "\n";
   }
   text += "\nRun `opscope <command> --help` for the flags of each command.\n";

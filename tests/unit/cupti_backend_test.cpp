@@ -21,8 +21,8 @@ namespace {
 
 // The toolkit's libcupti, when this machine has one.
 std::string toolkit_cupti() {
-  for (const std::string& path : default_cuda_libraries().cupti) {
-    if (path.front() == '/' && std::filesystem::exists(path)) return path;
+  for (const CuptiCandidate& c : default_cuda_libraries().cupti) {
+    if (c.path.front() == '/' && std::filesystem::exists(c.path)) return c.path;
   }
   return "";
 }

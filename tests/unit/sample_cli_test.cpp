@@ -180,7 +180,8 @@ TEST(SampleCli, HelpExplainsEveryFlagAndTheExitCodes) {
   EXPECT_EQ(run({"sample", "--help"}, out, err), kExitOk);
   EXPECT_EQ(out.str(), sample_help());
   EXPECT_EQ(run({"nope"}, out, err), kExitUsage);
-  EXPECT_TRUE(has(err.str(), "allowed: analyze, daemon, merge, sample, trace")) << err.str();
+  EXPECT_TRUE(has(err.str(), "allowed: activities, analyze, daemon, merge, sample, trace"))
+      << err.str();
 }
 
 // A sampler that samples nothing: it records what run_sample asks of it and when, and hands
