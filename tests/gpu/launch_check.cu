@@ -20,6 +20,8 @@
 // Writes the first window's trace to TRACE and the launch costs to LAUNCH_JSON; exits 0 when
 // every check passes, 1 otherwise (each failure printed).
 #include <cuda_runtime.h>
+#include <execinfo.h>
+#include <unistd.h>
 
 #include <opscope/key_averages.h>
 #include <opscope/legacy.h>
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -46,6 +49,16 @@ __global__ void shift(float* x, int n, float by) {
 namespace {
 
 int failures = 0;
+
+// A crash on the device machine (no gdb there) prints where it happened.
+void on_fatal_signal(int sig) {
+  const char head[] = "\nlaunch_check: fatal signal, backtrace:\n";
+  (void)!::write(STDERR_FILENO, head, sizeof head - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 
 void check(bool ok, const std::string& what) {
   if (!ok) {
@@ -259,6 +272,10 @@ void check_window(const opscope::ProfilerResult& r, int w) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {
+    std::signal(sig, on_fatal_signal);
+  }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string trace = argc > 1 ? argv[1] : "gpu_trace.json";
   const std::string launch_json = argc > 2 ? argv[2] : "";
   const std::string why = opscope::activity_unavailable_reason(opscope::ActivityType::kCUDA);
