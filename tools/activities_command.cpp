@@ -23,8 +23,7 @@ std::string activities_help() {
 Says, for each activity (cpu, cuda), whether this process can record it and if not why, as
 opscope::activity_unavailable_reason() and Python's
 opscope.profiler.activity_unavailable_reason() answer in a program on this machine with the
-same environment (OPSCOPE_EXPERIMENTAL_CUPTI, OPSCOPE_CUPTI_LIBRARY, CUDA_HOME, VIRTUAL_ENV,
-LD_LIBRARY_PATH), and whether ranges can be timed with CUDA events. Then the CUDA probe's
+same environment (OPSCOPE_CUPTI_LIBRARY, CUDA_HOME, VIRTUAL_ENV, LD_LIBRARY_PATH), and whether ranges can be timed with CUDA events. Then the CUDA probe's
 details: the driver's version, the devices, and the CUPTI library chosen and how it was found
 (already loaded, pip layout, soname, toolkit, OPSCOPE_CUPTI_LIBRARY), or everything that was
 tried. The probe looks for CUPTI only once a driver and a device are found; without them this

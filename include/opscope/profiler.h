@@ -42,7 +42,7 @@ std::vector<ActivityType> supported_activities();
 
 // Why `activity` cannot be recorded here, in a sentence naming what is missing (for kCUDA:
 // no driver, the driver did not initialize, no device, no CUPTI, a build without the CUPTI
-// backend, or OPSCOPE_EXPERIMENTAL_CUPTI=1 not set); empty when it can be.
+// backend); empty when it can be.
 std::string activity_unavailable_reason(ActivityType activity);
 
 class Profiler;

@@ -69,8 +69,7 @@ def supported_activities() -> set:
     """Returns the set of activities this build can record on this machine.
 
     ``ProfilerActivity.CPU`` always; ``ProfilerActivity.CUDA`` where CUPTI records it (a
-    driver, a device, CUPTI, and, until the CUPTI backend has run on a GPU,
-    ``OPSCOPE_EXPERIMENTAL_CUPTI=1``). Elsewhere ``profile`` accepts CUDA without recording it
+    driver, a device and CUPTI). Elsewhere ``profile`` accepts CUDA without recording it
     (a warning says why, and the trace lists it under ``"opscope_not_recorded"``);
     ``activity_unavailable_reason`` tells why an activity is missing from this set.
     """
@@ -82,8 +81,7 @@ def activity_unavailable_reason(activity: "ProfilerActivity") -> str:
 
     For ``ProfilerActivity.CUDA`` the sentence names what is missing: the CUDA driver
     (``libcuda.so.1``), a device, CUPTI (``OPSCOPE_CUPTI_LIBRARY`` names its path when it is
-    not where the toolkit puts it), or, with all of them present, the opt-in
-    ``OPSCOPE_EXPERIMENTAL_CUPTI=1``.
+    not where the toolkit or PyTorch's wheels put it).
     """
     if not isinstance(activity, ProfilerActivity):
         raise TypeError(f"activity must be a ProfilerActivity, got {activity!r}")

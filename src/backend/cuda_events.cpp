@@ -108,12 +108,6 @@ CudaEventApi CudaEventApi::load(const std::string& driver) {
 std::string cuda_event_timing_unavailable_reason() {
   const CudaProbe& probe = cuda_probe();
   if (probe.driver_version == 0 || probe.devices == 0) return probe.reason;
-  if (!cuda_experimental_opt_in()) {
-    return "opscope's CUDA-event timing has not been run on a GPU yet; set "
-           "OPSCOPE_EXPERIMENTAL_CUPTI=1 to time ranges with it (driver " +
-           std::to_string(probe.driver_version) + ", " + std::to_string(probe.devices) +
-           " device(s) were found)";
-  }
   return {};
 }
 

@@ -10,9 +10,9 @@
 //
 // Each timed range becomes a span on its device, laid out by add_timed_ranges (gpu_activity.h):
 // an EventKind::kGpuAnnotation named like the range, whose detail's gpu.external_id is the
-// range's handle, on the thread "CUDA events" of the device's process ("GPU N"). key_averages() counts it as the range's CUDA time when the
-// result holds no kernels, copies or sets (event_cuda), as torch appends it to the range as a
-// kernel of the range's own name.
+// range's handle, on the thread "CUDA events" of the device's process ("GPU N"). key_averages()
+// counts it as the range's CUDA time when the result holds no kernels, copies or sets (event_cuda),
+// as torch appends it to the range as a kernel of the range's own name.
 //
 // The driver (libcuda.so.1) is loaded at run time; nothing CUDA is linked.
 #pragma once
@@ -51,7 +51,7 @@ struct CudaEventApi {
 void set_cuda_event_api_for_testing(const CudaEventApi* api);
 
 // "" when ranges can be timed with CUDA events here; otherwise why not, in a sentence: no
-// driver, no device, or (until this has run on a GPU) OPSCOPE_EXPERIMENTAL_CUPTI=1 not set.
+// driver or no device.
 std::string cuda_event_timing_unavailable_reason();
 
 class CudaEventBackend final : public ActivityBackend {

@@ -350,22 +350,10 @@ CudaProbe probe_cuda(const CudaLibraries& libs) {
       "set CUDA_HOME when building) although " +
       found;
 #else
-  if (!cuda_experimental_opt_in()) {
-    p.reason =
-        "opscope's CUPTI backend has not been run on a GPU yet; set "
-        "OPSCOPE_EXPERIMENTAL_CUPTI=1 to record CUDA activity with it (" +
-        found + ")";
-    return p;
-  }
   p.recordable = true;
   p.reason.clear();
 #endif
   return p;
-}
-
-bool cuda_experimental_opt_in() {
-  const char* opt_in = std::getenv("OPSCOPE_EXPERIMENTAL_CUPTI");
-  return opt_in != nullptr && std::string(opt_in) == "1";
 }
 
 const CudaProbe& cuda_probe() {

@@ -112,10 +112,6 @@ struct CudaProbe {
 // CUPTI (find_cupti). Loaded libraries stay loaded. Never throws.
 CudaProbe probe_cuda(const CudaLibraries& libs);
 
-// Whether OPSCOPE_EXPERIMENTAL_CUPTI=1 is set: until opscope's CUDA recording (the CUPTI
-// backend, CUDA-event timing) has run on a GPU, it records only when asked to.
-bool cuda_experimental_opt_in();
-
 // probe_cuda(default_cuda_libraries()), done once per process; later calls return the first
 // answer.
 const CudaProbe& cuda_probe();

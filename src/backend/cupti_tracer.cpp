@@ -152,6 +152,12 @@ void CuptiBackend::load_library() {
 void CuptiBackend::prepare() {
   if (prepared_) return;
   load_library();
+  // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per
+  // SM, which take_buffer() computes as the records arrive: known before the window opens.
+  devices_ = query_cuda_devices();
+  for (const DeviceProperties& d : devices_) {
+    records_.context().sm_count[static_cast<std::uint32_t>(d.id)] = d.num_sms;
+  }
   CuptiProcess& p = cupti_process();
   {
     std::lock_guard<std::mutex> lock(p.mu);
@@ -244,12 +250,7 @@ void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickCo
   // (Kineto's TSC clock, in a process where torch's profiler ran) replaced it.
   const clock::ClockOffset offset = clock::measure_offset(conv, cupti_now_ns);
   records_.context().offset_ns = offset.offset_ns;
-  // The devices as Kineto describes them; their SM counts give kernels' blocks and warps per SM.
-  const std::vector<DeviceProperties> devices = query_cuda_devices();
-  for (const DeviceProperties& d : devices) {
-    records_.context().sm_count[static_cast<std::uint32_t>(d.id)] = d.num_sms;
-  }
-  if (!devices.empty()) builder.set_device_properties(device_properties_json(devices));
+  if (!devices_.empty()) builder.set_device_properties(device_properties_json(devices_));
   records_.context().process_name = util::program_name();
   records_.emit(builder);
   builder.add_metadata(

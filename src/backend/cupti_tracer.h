@@ -19,8 +19,8 @@
 // through function pointers into libcupti (never unloaded), not through the backend.
 //
 // Built only with CUPTI's headers (OPSCOPE_CUPTI). Its row in the backend registry is "cuda"
-// (cuda_backend.cpp), which is built without them too. Not yet run on a GPU: a session uses it
-// only where OPSCOPE_EXPERIMENTAL_CUPTI=1 is set (cuda_probe.cpp).
+// (cuda_backend.cpp), which is built without them too. Checked on an H200 by
+// tests/gpu/device_check.sh (its trace: tests/data/gpu/).
 #pragma once
 
 #include <cupti.h>
@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "backend/activity_backend.h"
+#include "backend/cuda_devices.h"
 #include "backend/cupti_records.h"
 #include "opscope/observer.h"
 
@@ -94,6 +95,7 @@ class CuptiBackend final : public ActivityBackend {
   std::uint64_t buffer_limit_;
   CuptiApi api_;
   bool prepared_ = false;
+  std::vector<DeviceProperties> devices_;  // queried at prepare()
   std::vector<CUpti_ActivityKind> enabled_;
   CallbackHandle observer_ = 0;
   std::mutex mutex_;  // records_ and the budget: CUPTI calls back on its own threads

@@ -82,16 +82,15 @@ probe() {
   "$opscope" activities --json
 }
 
-# launch_check with CUDA recording on; when the default search finds no CUPTI, again with the
+# launch_check, CUDA recorded where opscope finds it by default; when the default search finds no CUPTI, again with the
 # bundle's.
 launch_check() {
-  OPSCOPE_EXPERIMENTAL_CUPTI=1 "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" \
+  "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" \
     "$out/opscope_launch.json" | tee "$out/.launch_check.txt"
   local rc=${PIPESTATUS[0]}
   if grep -q "no CUPTI" "$out/.launch_check.txt" && ! grep -q "no CUDA driver" "$out/.launch_check.txt"; then
     echo "--- the default search found no CUPTI: again with the bundle's"
-    OPSCOPE_CUPTI_LIBRARY=$bundle/lib/libcupti.so.13 OPSCOPE_EXPERIMENTAL_CUPTI=1 \
-      "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" "$out/opscope_launch.json"
+    OPSCOPE_CUPTI_LIBRARY=$bundle/lib/libcupti.so.13 "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" "$out/opscope_launch.json"
     rc=$?
   fi
   rm -f "$out/.launch_check.txt"

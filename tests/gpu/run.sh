@@ -16,5 +16,5 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 "$nvcc" -std=c++20 -O2 -I"$root/include" "$root/tests/gpu/launch_check.cu" -o "$out/launch_check" \
   -L"$build/src" -lopscope -Xlinker -rpath -Xlinker "$build/src"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-OPSCOPE_EXPERIMENTAL_CUPTI=1 "$out/launch_check" "$out/gpu_trace.json"
+"$out/launch_check" "$out/gpu_trace.json"
 "$build/tools/opscope" analyze "$out/gpu_trace.json" --report temporal,kernels

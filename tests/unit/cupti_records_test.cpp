@@ -4,6 +4,7 @@
 #include "backend/cupti_records.h"
 
 #include <cupti_activity.h>
+#include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <gtest/gtest.h>
 
@@ -209,6 +210,27 @@ TEST(CuptiRecords, NamesAsKinetoWritesThem) {
   EXPECT_EQ(without_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
   EXPECT_EQ(without_version_suffix("cudaFree"), "cudaFree");
   EXPECT_EQ(without_version_suffix("my_vector"), "my_vector");
+}
+
+TEST(CuptiRecords, OfTheDriverCallsOnlyLaunchesAreKeptAsKinetoKeepsThem) {
+  // Seen on an H200 (tests/data/gpu): each <<<>>> launch of nvcc 13's runtime also makes a
+  // cuKernelGetName, which Kineto drops; a launch through the driver (Triton's) it keeps.
+  CuptiRecords records(context());
+  CUpti_ActivityAPI name_call =
+      runtime_call(CUPTI_DRIVER_TRACE_CBID_cuKernelGetName, kT0 + 10, kT0 + 20, 31);
+  name_call.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  CUpti_ActivityAPI launch =
+      runtime_call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, kT0 + 30, kT0 + 40, 32);
+  launch.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  records.add(as_activity(name_call));
+  records.add(as_activity(launch));
+  ProfilerResult::Builder builder;
+  records.emit(builder);
+  const auto r = builder.finish();
+  ASSERT_EQ(r->events().size(), 1u);
+  EXPECT_EQ(r->events()[0].kind, EventKind::kDriver);
+  EXPECT_EQ(r->detail(r->events()[0])->gpu.correlation, 32);
+  EXPECT_EQ(records.skipped(), 1u);
 }
 
 TEST(CuptiRecords, GpuWorkGoesOnItsStreamAndPointsAtItsLaunchAndRange) {
