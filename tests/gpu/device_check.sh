@@ -80,6 +80,11 @@ environment() {
 probe() {
   "$opscope" activities
   "$opscope" activities --json
+  echo "--- without the bundle's lib/ on the loader's path (the toolkit's CUPTI, or none):"
+  env -u LD_LIBRARY_PATH "$opscope" activities | sed -n '/CUDA probe/,$p'
+  echo "--- the same, with Python's environment as VIRTUAL_ENV (PyTorch's wheels):"
+  env -u LD_LIBRARY_PATH VIRTUAL_ENV="$("$python" -c 'import sys; print(sys.prefix)' 2>/dev/null)" \
+    "$opscope" activities | sed -n '/CUDA probe/,$p'
 }
 
 # launch_check, CUDA recorded where opscope finds it by default; when the default search finds no CUPTI, again with the
@@ -114,7 +119,7 @@ compare() {
 }
 
 stage environment 40 bash -c "$(declare -f environment); bundle=$bundle python=$python; environment"
-stage probe 20 bash -c "$(declare -f probe); opscope=$opscope; probe"
+stage probe 20 bash -c "$(declare -f probe); opscope=$opscope python=$python; probe"
 stage launch_check 90 bash -c "$(declare -f launch_check); bundle=$bundle out=$out; launch_check"
 stage analyze_opscope 30 bash -c "$(declare -f analyze); opscope=$opscope out=$out; analyze $out/opscope_trace.json.gz opscope"
 stage torch 120 "$python" "$root/tests/gpu/torch_side.py" "$out/torch"
