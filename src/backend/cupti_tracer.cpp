@@ -45,10 +45,23 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     CUPTI_ACTIVITY_KIND_CUDA_EVENT,  // what event syncs wait on (Kineto enables it with syncs)
     CUPTI_ACTIVITY_KIND_MEMORY2,
+};
+
+// The driver calls that launch kernels (Triton's, and programs that launch through the driver
+// API): the only driver calls recorded, as they are the only ones Kineto keeps. Asked for one by
+// one (cuptiActivityEnableDriverApi) rather than with CUPTI_ACTIVITY_KIND_DRIVER, which records
+// every driver call, a cuKernelGetName inside each of nvcc 13's launches among them: a record
+// per launch that costs launch time and is thrown away (seen on an H200: tests/data/gpu).
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
 };
 
 void free_buffer(std::uint8_t* buffer) { ::operator delete (buffer, std::align_val_t{kAlignment}); }
@@ -105,6 +118,9 @@ CuptiApi CuptiApi::load(const std::string& path) {
   resolve(lib, path, "cuptiGetResultString", api.result_string);
   resolve(lib, path, "cuptiSetThreadIdType", api.set_thread_id_type);
   resolve(lib, path, "cuptiGetTimestamp", api.timestamp);
+  // CUPTI 12.x and later; without it, every driver call is recorded and the launches kept.
+  api.enable_driver_api = reinterpret_cast<decltype(api.enable_driver_api)>(
+      ::dlsym(lib, "cuptiActivityEnableDriverApi"));
   return api;
 }
 
@@ -134,7 +150,7 @@ CuptiBackend::CuptiBackend(std::string cupti_path, std::uint64_t buffer_limit_by
 CuptiBackend::~CuptiBackend() {
   // A window that failed half-way: nothing may call back into this object any more.
   if (observer_ != 0) remove_callback(observer_);
-  for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
+  disable_all();
   CuptiProcess& p = cupti_process();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.window == this) p.window = nullptr;
@@ -191,8 +207,7 @@ void CuptiBackend::start() {
     p.window = this;
   }
   const auto leave = [&] {
-    for (const CUpti_ActivityKind k : enabled_) api_.activity_disable(k);
-    enabled_.clear();
+    disable_all();
     std::lock_guard<std::mutex> lock(p.mu);
     p.window = nullptr;
   };
@@ -206,6 +221,7 @@ void CuptiBackend::start() {
     }
     enabled_.push_back(kind);
   }
+  enable_driver_launches();
   // Each range's handle is CUPTI's external correlation id while it runs: the launches made
   // inside it carry it ("External id"), as Kineto does with the op's id. The callbacks hold
   // CUPTI's functions, not this backend: a range open at stop() ends after the backend is gone.
@@ -234,14 +250,35 @@ void CuptiBackend::stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     records_.context().window_end = static_cast<std::uint64_t>(cupti_now_ns());
   }
-  for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
-  enabled_.clear();
+  disable_all();
   // Every record still in CUPTI's hands, delivered to take_buffer before this returns (the
   // callback takes the process lock: it must not be held here).
   api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   CuptiProcess& p = cupti_process();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.window == this) p.window = nullptr;
+}
+
+void CuptiBackend::enable_driver_launches() {
+  if (api_.enable_driver_api != nullptr) {
+    for (const CUpti_CallbackId cbid : kDriverLaunches) {
+      if (api_.enable_driver_api(cbid, 1) == CUPTI_SUCCESS) driver_apis_.push_back(cbid);
+    }
+    if (driver_apis_.size() == std::size(kDriverLaunches)) return;
+    for (const CUpti_CallbackId cbid : driver_apis_) api_.enable_driver_api(cbid, 0);
+    driver_apis_.clear();
+  }
+  // All driver calls, then; CuptiRecords keeps the launches.
+  if (api_.activity_enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS) {
+    enabled_.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  }
+}
+
+void CuptiBackend::disable_all() {
+  for (const CUpti_ActivityKind kind : enabled_) api_.activity_disable(kind);
+  enabled_.clear();
+  for (const CUpti_CallbackId cbid : driver_apis_) api_.enable_driver_api(cbid, 0);
+  driver_apis_.clear();
 }
 
 void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {

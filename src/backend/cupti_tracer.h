@@ -52,6 +52,7 @@ struct CuptiApi {
   decltype(&cuptiGetResultString) result_string = nullptr;
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&cuptiGetTimestamp) timestamp = nullptr;
+  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;  // may be missing
 
   // Loads `path` (dlopen) and resolves every entry point above. Throws opscope::Error naming
   // the library and what is missing.
@@ -96,7 +97,14 @@ class CuptiBackend final : public ActivityBackend {
   CuptiApi api_;
   bool prepared_ = false;
   std::vector<DeviceProperties> devices_;  // queried at prepare()
+  // Records the driver calls that launch kernels, and those only where CUPTI can be asked for
+  // them one by one; else every driver call.
+  void enable_driver_launches();
+  // Undoes start()'s enabling.
+  void disable_all();
+
   std::vector<CUpti_ActivityKind> enabled_;
+  std::vector<CUpti_CallbackId> driver_apis_;  // enabled one by one
   CallbackHandle observer_ = 0;
   std::mutex mutex_;  // records_ and the budget: CUPTI calls back on its own threads
   CuptiRecords records_{CuptiContext{}};

@@ -370,19 +370,26 @@ def main(argv):
                 os.remove(path)
             print(f"window 2's trace {'kept at ' + path if keep else 'not kept'}", flush=True)
 
-    step("launch cost: unprofiled")
+    # Unprofiled, CPU+CUDA and CUDA-only alternated five times (as launch_check alternates its
+    # own), so that a drift of the machine falls on every side; medians of the five.
+    step("launch cost: unprofiled / CPU and CUDA / CUDA only, alternated 5 times")
     work.launch_ns(20)  # warm
-    unprofiled = work.launch_ns(LAUNCH_ROUNDS)
-    step("launch cost: profiled, CPU and CUDA activities")
-    with profile(activities=activities):
-        profiled = work.launch_ns(LAUNCH_ROUNDS)
-        work.sync()
-    cuda_only = None
-    if cuda:
-        step("launch cost: profiled, CUDA activity only")
-        with profile(activities=[ProfilerActivity.CUDA]):
-            cuda_only = work.launch_ns(LAUNCH_ROUNDS)
+    rounds = max(LAUNCH_ROUNDS // 2, 10)
+    u, p, c = [], [], []
+    for rep in range(5):
+        u.append(work.launch_ns(rounds))
+        with profile(activities=activities):
+            p.append(work.launch_ns(rounds))
             work.sync()
+        if cuda:
+            with profile(activities=[ProfilerActivity.CUDA]):
+                c.append(work.launch_ns(rounds))
+                work.sync()
+        print(f"torch launch costs, rep {rep}: {u[-1]:.0f} ns unprofiled, {p[-1]:.0f} CPU+CUDA, "
+              f"{c[-1] if c else float('nan'):.0f} CUDA only", flush=True)
+    unprofiled = statistics.median(u)
+    profiled = statistics.median(p)
+    cuda_only = statistics.median(c) if c else None
     step("launch cost: done")
     line = (f"torch launch: {unprofiled:.0f} ns unprofiled, {profiled:.0f} ns profiled "
             f"(+{profiled - unprofiled:.0f} ns)")
@@ -390,8 +397,9 @@ def main(argv):
         line += f"; CUDA activity only: {cuda_only:.0f} ns (+{cuda_only - unprofiled:.0f} ns)"
     print(line, flush=True)
     results["launch"] = {
-        "what": f"median CPU ns per y.add_(1) on 32 floats, {LAUNCH_ROUNDS} rounds of "
-                f"{LAUNCHES_PER_ROUND}, synchronize between rounds",
+        "what": f"CPU ns per y.add_(1) on 32 floats: medians over 5 alternations of the "
+                f"median of {max(LAUNCH_ROUNDS // 2, 10)} rounds of {LAUNCHES_PER_ROUND}, "
+                f"synchronize between rounds",
         "unprofiled_ns": unprofiled,
         "profiled_cpu_cuda_ns": profiled,
         "profiled_cuda_only_ns": cuda_only,

@@ -30,6 +30,8 @@ struct Fake {
   int pushes = 0;
   int pops = 0;
   int enabled = 0;
+  int driver_apis = 0;      // enabled one by one (cuptiActivityEnableDriverApi)
+  bool all_driver = false;  // CUPTI_ACTIVITY_KIND_DRIVER enabled
 };
 Fake& fake() {
   static auto* f = new Fake;
@@ -45,7 +47,9 @@ struct FakeCuptiCounts {
   int thread_id_type_calls;
   int pushes;
   int pops;
-  int enabled;  // kinds enabled now
+  int enabled;      // kinds enabled now
+  int driver_apis;  // driver calls enabled one by one now
+  int all_driver;   // CUPTI_ACTIVITY_KIND_DRIVER enabled now
 };
 
 __attribute__((visibility("default"))) void fake_cupti_queue(const void* record, std::size_t size) {
@@ -57,7 +61,8 @@ __attribute__((visibility("default"))) void fake_cupti_queue(const void* record,
 __attribute__((visibility("default"))) FakeCuptiCounts fake_cupti_counts() {
   std::lock_guard<std::mutex> lock(fake().mu);
   const Fake& f = fake();
-  return {f.registrations, f.thread_id_type_calls, f.pushes, f.pops, f.enabled};
+  return {f.registrations, f.thread_id_type_calls, f.pushes, f.pops, f.enabled,
+          f.driver_apis,   f.all_driver ? 1 : 0};
 }
 
 __attribute__((visibility("default"))) void fake_cupti_set_clock_shift_ns(std::int64_t shift) {
@@ -74,15 +79,23 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) {
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard<std::mutex> lock(fake().mu);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) fake().all_driver = true;
   ++fake().enabled;
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind) {
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   std::lock_guard<std::mutex> lock(fake().mu);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) fake().all_driver = false;
   --fake().enabled;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId, uint8_t enable) {
+  std::lock_guard<std::mutex> lock(fake().mu);
+  fake().driver_apis += enable != 0 ? 1 : -1;
   return CUPTI_SUCCESS;
 }
 

@@ -50,6 +50,8 @@ struct FakeCuptiCounts {
   int pushes;
   int pops;
   int enabled;
+  int driver_apis;
+  int all_driver;
 };
 
 // The stand-in's test side, from the same handle the backend loads.
@@ -128,6 +130,19 @@ TEST_F(CuptiWindow, ARangeOpenAtStopEndsAfterTheBackendIsGone) {
   EXPECT_EQ(after.pushes - before.pushes, 1);
   EXPECT_EQ(after.pops - before.pops, 1);
   EXPECT_EQ(after.enabled, before.enabled);  // every kind enabled was disabled again
+  EXPECT_EQ(after.driver_apis, before.driver_apis);
+}
+
+TEST_F(CuptiWindow, OfTheDriverCallsOnlyTheLaunchesAreAskedFor) {
+  CuptiBackend backend(OPSCOPE_FAKE_CUPTI, std::uint64_t{64} << 20);
+  backend.start();
+  const FakeCuptiCounts during = fake_.counts();
+  backend.stop();
+  // cuLaunchKernel, cuLaunchKernelEx and cuLaunchCooperativeKernel, each with its _ptsz: not
+  // every driver call (nvcc 13's launches each make a cuKernelGetName).
+  EXPECT_EQ(during.driver_apis, 6);
+  EXPECT_EQ(during.all_driver, 0);
+  EXPECT_EQ(fake_.counts().driver_apis, 0);
 }
 
 TEST_F(CuptiWindow, CallbacksAreRegisteredOnceAndASecondWindowRecords) {
