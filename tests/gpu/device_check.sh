@@ -121,6 +121,13 @@ compare() {
 stage environment 40 bash -c "$(declare -f environment); bundle=$bundle python=$python; environment"
 stage probe 20 bash -c "$(declare -f probe); opscope=$opscope python=$python; probe"
 stage launch_check 90 bash -c "$(declare -f launch_check); bundle=$bundle out=$out; launch_check"
+# A change to the hot path is measured before and after in the same run: BUNDLE-before/ (when
+# there is one) holds launch_check linked against the library before the change.
+if [[ -x "$bundle-before/bin/launch_check" ]]; then
+  cat "$bundle-before/BUILD"
+  stage launch_costs_before 60 env LD_LIBRARY_PATH="$bundle-before/lib:$LD_LIBRARY_PATH" \
+    "$bundle-before/bin/launch_check" /dev/null
+fi
 stage analyze_opscope 30 bash -c "$(declare -f analyze); opscope=$opscope out=$out; analyze $out/opscope_trace.json.gz opscope"
 stage torch 120 "$python" "$root/tests/gpu/torch_side.py" "$out/torch"
 stage analyze_torch 30 bash -c "$(declare -f analyze); opscope=$opscope out=$out; analyze $out/torch/torch_trace.json.gz torch"
