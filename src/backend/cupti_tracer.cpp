@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda_devices.h"
+#include "backend/cuda_probe.h"
 #include "clock/clock.h"
 #include "opscope/error.h"
 #include "opscope/internal/clock.h"
@@ -121,6 +122,7 @@ CuptiApi CuptiApi::load(const std::string& path) {
   // CUPTI 12.x and later; without it, every driver call is recorded and the launches kept.
   api.enable_driver_api = reinterpret_cast<decltype(api.enable_driver_api)>(
       ::dlsym(lib, "cuptiActivityEnableDriverApi"));
+  api.version = reinterpret_cast<decltype(api.version)>(::dlsym(lib, "cuptiGetVersion"));
   return api;
 }
 
@@ -290,6 +292,14 @@ void CuptiBackend::collect(ProfilerResult::Builder& builder, const clock::TickCo
   if (!devices_.empty()) builder.set_device_properties(device_properties_json(devices_));
   records_.context().process_name = util::program_name();
   records_.emit(builder);
+  // The versions Kineto states at the top of its traces.
+  if (std::uint32_t version = 0;
+      api_.version != nullptr && api_.version(&version) == CUPTI_SUCCESS) {
+    builder.add_metadata("cupti_version", std::to_string(version));
+  }
+  if (const int driver = cuda_probe().driver_version; driver > 0) {
+    builder.add_metadata("cuda_driver_version", std::to_string(driver));
+  }
   builder.add_metadata(
       "opscope_gpu_clock",
       "{\"method\":\"cuptiGetTimestamp, offset to the ranges' clock measured at collect\","

@@ -53,6 +53,7 @@ struct CuptiApi {
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&cuptiGetTimestamp) timestamp = nullptr;
   decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;  // may be missing
+  decltype(&cuptiGetVersion) version = nullptr;                         // may be missing
 
   // Loads `path` (dlopen) and resolves every entry point above. Throws opscope::Error naming
   // the library and what is missing.

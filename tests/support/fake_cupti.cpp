@@ -176,6 +176,11 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult, const char** text) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+  *version = 130001;  // CUDA 13.0's CUPTI_API_VERSION
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType) {
   std::lock_guard<std::mutex> lock(fake().mu);
   ++fake().thread_id_type_calls;

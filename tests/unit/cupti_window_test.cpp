@@ -180,6 +180,7 @@ TEST_F(CuptiWindow, TimesArePlacedByCuptisClockNotTheWallClock) {
       << "the call landed " << (r->events()[0].start_ns - wall_now) / 1'000'000 << " ms off";
   EXPECT_NE(metadata(*r, "opscope_gpu_clock").find("cuptiGetTimestamp"), std::string::npos)
       << metadata(*r, "opscope_gpu_clock");
+  EXPECT_EQ(metadata(*r, "cupti_version"), "130001");  // as Kineto states it
 }
 
 TEST_F(CuptiWindow, IncompleteRecordsAndThoseFromOutsideTheWindowAreDroppedAndCounted) {
