@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 20's GPU run: builds tests/gpu/launch_check.cu against a built opscope (Release, with
-# CUPTI's headers) and runs it with the CUPTI backend switched on, then reads its trace with
-# `opscope analyze`. For a machine with an NVIDIA GPU, the CUDA toolkit and a build of opscope:
+# For a GPU machine with the CUDA toolkit and a build tree of opscope (Release, with CUPTI's
+# headers): builds tests/gpu/launch_check.cu against it, runs it, and reads its trace with
+# `opscope analyze`. (A machine without build tools runs tests/gpu/device_check.sh over the
+# bundle of make_bundle.sh instead.)
 #
 #   tests/gpu/run.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, build/gpu-run)
 #
-# Prints the checks, the launch overhead and the temporal breakdown; exits non-zero when a
-# check fails. The trace is left in OUT_DIR/gpu_trace.json for tests/data/gpu/.
+# Prints the checks, the launch costs and the temporal breakdown; exits non-zero when a check
+# fails. The first window's trace is left in OUT_DIR/gpu_trace.json.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
