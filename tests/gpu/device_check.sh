@@ -75,15 +75,14 @@ environment() {
   "$python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1
 }
 
-# What opscope finds by default (no OPSCOPE_CUPTI_LIBRARY): the bundle's lib/ is on the
-# loader's path, as an install's would be.
+# What opscope finds by default (no OPSCOPE_CUPTI_LIBRARY; the bundle's CUPTI is off the
+# loader's path): the machine's own CUPTI. Then with Python's prefix as VIRTUAL_ENV, as in an
+# activated venv: PyTorch's wheel's.
 probe() {
   "$opscope" activities
   "$opscope" activities --json
-  echo "--- without the bundle's lib/ on the loader's path (the toolkit's CUPTI, or none):"
-  env -u LD_LIBRARY_PATH "$opscope" activities | sed -n '/CUDA probe/,$p'
-  echo "--- the same, with Python's environment as VIRTUAL_ENV (PyTorch's wheels):"
-  env -u LD_LIBRARY_PATH VIRTUAL_ENV="$("$python" -c 'import sys; print(sys.prefix)' 2>/dev/null)" \
+  echo "--- with Python's environment as VIRTUAL_ENV (PyTorch's wheels):"
+  VIRTUAL_ENV="$("$python" -c 'import sys; print(sys.prefix)' 2>/dev/null)" \
     "$opscope" activities | sed -n '/CUDA probe/,$p'
 }
 
@@ -95,7 +94,7 @@ launch_check() {
   local rc=${PIPESTATUS[0]}
   if grep -q "no CUPTI" "$out/.launch_check.txt" && ! grep -q "no CUDA driver" "$out/.launch_check.txt"; then
     echo "--- the default search found no CUPTI: again with the bundle's"
-    OPSCOPE_CUPTI_LIBRARY=$bundle/lib/libcupti.so.13 "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" "$out/opscope_launch.json"
+    OPSCOPE_CUPTI_LIBRARY=$bundle/lib/cupti/libcupti.so.13 "$bundle/bin/launch_check" "$out/opscope_trace.json.gz" "$out/opscope_launch.json"
     rc=$?
   fi
   rm -f "$out/.launch_check.txt"

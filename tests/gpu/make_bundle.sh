@@ -6,7 +6,9 @@
 #   BUNDLE_DIR/bin/opscope        the command line (RUNPATH $ORIGIN/../lib)
 #   BUNDLE_DIR/bin/launch_check   tests/gpu/launch_check.cu, nvcc -arch=sm_90 (H100/H200)
 #   BUNDLE_DIR/lib/               libopscope.so and the Debian libraries ldd shows it needs
-#                                 (fmt, simdjson, libdeflate, zlib), CUPTI 13 from the toolkit
+#                                 (fmt, simdjson, libdeflate, zlib)
+#   BUNDLE_DIR/lib/cupti/         CUPTI 13 from the toolkit: a fallback, off the loader's path,
+#                                 so that the run shows what opscope finds on the machine itself
 #   BUNDLE_DIR/lib/fallback/      libstdc++ and libgcc_s, for a machine whose own are older
 #   BUNDLE_DIR/BUILD              what was built, from which commit, with which toolkit
 #
@@ -27,7 +29,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
 cmake --build "$build" --parallel "${OPSCOPE_JOBS:-2}"
 
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/lib/fallback"
+mkdir -p "$bundle/bin" "$bundle/lib/fallback" "$bundle/lib/cupti"
 cp "$build/tools/opscope" "$bundle/bin/"
 cp -L "$build/src/libopscope.so" "$bundle/lib/$(objdump -p "$build/src/libopscope.so" | awk '/SONAME/ {print $2}')"
 "$cuda/bin/nvcc" -std=c++20 -O2 -arch=sm_90 -diag-suppress 1835 -I"$root/include" \
@@ -42,8 +44,8 @@ ldd "$bundle/bin/opscope" "$build/src/libopscope.so" | awk '$3 ~ /^\// {print $3
       *) cp -L "$lib" "$bundle/lib/" ;;
     esac
   done
-cp -L "$cuda/lib64/libcupti.so.13" "$bundle/lib/" 2>/dev/null ||
-  cp -L "$cuda/extras/CUPTI/lib64/libcupti.so.13" "$bundle/lib/"
+cp -L "$cuda/lib64/libcupti.so.13" "$bundle/lib/cupti/" 2>/dev/null ||
+  cp -L "$cuda/extras/CUPTI/lib64/libcupti.so.13" "$bundle/lib/cupti/"
 {
   echo "commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo ' (with uncommitted changes)')"
   echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -m), $(g++ --version | head -1)"
