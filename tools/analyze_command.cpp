@@ -62,7 +62,10 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
 
   PATH               a trace file, or a directory: every .json and .json.gz file in it is a
                      rank of one job. The rank is the trace's distributedInfo.rank; a trace
-                     without one takes its position among the files (the output says so)
+                     without one takes its position among the files (the output says so).
+                     A directory's execution traces (Chakra) and raw memory timelines are
+                     skipped, a line each; a trace given twice (or copied), or two claiming
+                     one rank, is warned of on stderr
   --report NAMES     comma-separated, in the order to print (default: temporal); all: every
                      report below, in this order:
 )" + report_list() +
@@ -121,13 +124,13 @@ Report settings (HTA's defaults):
                                 torch's keys: cpu_time, cpu_time_total, self_cpu_time_total,
                                 count, cpu_memory_usage, self_cpu_memory_usage, flops,
                                 cuda_time, cuda_time_total, self_cuda_time_total,
-                                cuda_memory_usage, self_cuda_memory_usage (the *_time keys
-                                are averages per call) (self_cpu_time_total)
+                                cuda_memory_usage, self_cuda_memory_usage (cpu_time and
+                                cuda_time: averages per call) (self_cpu_time_total)
   --row-limit N                 ops (text): the rows shown per rank, then a line saying how
                                 many were left out; 0 or -1 shows every row (100, torch's).
                                 json, csv and html keep every row, in first-seen order
-  --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when the
-                                traces hold two or more (it is often cut short). Each trace
+  --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when a
+                                trace holds two or more (it is often cut short). Each trace
                                 decides alone, from its own steps, so that a rank's numbers
                                 do not depend on the other traces given; stderr names the
                                 ranks cut
@@ -330,8 +333,10 @@ void write_augmented(const std::vector<std::string>& files,
 std::string last_step_note(const AnalyzeArgs& a,
                            const std::vector<std::shared_ptr<const ProfilerResult>>& ranks) {
   if (a.options.drop_last_step == 0) return "";
-  if (a.augment.empty() && std::all_of(a.reports.begin(), a.reports.end(),
-                                       [](const std::string& r) { return r == "ops"; })) {
+  // Nothing for ops alone, nor for --augment alone, which prints no report (its counters
+  // follow the same cut).
+  if (std::all_of(a.reports.begin(), a.reports.end(),
+                  [](const std::string& r) { return r == "ops"; })) {
     return "";
   }
   std::string cut;

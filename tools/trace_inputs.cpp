@@ -72,7 +72,9 @@ std::vector<std::string> repeated_inputs(const std::vector<std::string>& files,
       } else {
         continue;
       }
-      out.push_back(files[i] + " and " + files[j] + " " + why);
+      std::string line = files[i] + " and " + files[j] + " " + why;
+      // One path given three times is said once.
+      if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(std::move(line));
       break;  // one line per repeating file
     }
   }
