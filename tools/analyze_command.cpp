@@ -1,14 +1,18 @@
 // `opscope analyze`: Holistic-Trace-Analysis-class reports on trace files (read_trace(), the
 // reports of opscope/trace_analysis.h), printed as text, JSON or CSV.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "analysis/gpu_work.h"
+#include "analysis/table_sort_keys.h"
 #include "analyze_diff.h"
 #include "cli.h"
 #include "cli_args.h"
@@ -58,8 +62,12 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
 
   PATH               a trace file, or a directory: every .json and .json.gz file in it is a
                      rank of one job. The rank is the trace's distributedInfo.rank; a trace
-                     without one takes its position among the files (the output says so)
-  --report NAMES     comma-separated, in the order to print (default: temporal):
+                     without one takes its position among the files (the output says so).
+                     A directory's execution traces (Chakra) and raw memory timelines are
+                     skipped, a line each; a trace given twice (or copied), or two claiming
+                     one rank, is warned of on stderr
+  --report NAMES     comma-separated, in the order to print (default: temporal); all: every
+                     report below, in this order:
 )" + report_list() +
          R"(  --format F         text (default: aligned tables; names over 100 characters shortened
                      in the middle), json (one object: table name -> list of rows keyed by
@@ -112,8 +120,20 @@ Report settings (HTA's defaults):
   --zero-weight-launch-edges    critical-path: a zero-weight launch edge to every kernel
                                 without a launch delay (HTA's
                                 CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1)
-  --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when the
-                                traces hold two or more (it is often cut short)
+  --sort-by KEY                 ops (text): the order of the rows, largest first, by one of
+                                torch's keys: cpu_time, cpu_time_total, self_cpu_time_total,
+                                count, cpu_memory_usage, self_cpu_memory_usage, flops,
+                                cuda_time, cuda_time_total, self_cuda_time_total,
+                                cuda_memory_usage, self_cuda_memory_usage (cpu_time and
+                                cuda_time: averages per call) (self_cpu_time_total)
+  --row-limit N                 ops (text): the rows shown per rank, then a line saying how
+                                many were left out; 0 or -1 shows every row (100, torch's).
+                                json, csv and html keep every row, in first-seen order
+  --include-last-step           keep the last ProfilerStep#N, which HTA leaves out when a
+                                trace holds two or more (it is often cut short). Each trace
+                                decides alone, from its own steps, so that a rank's numbers
+                                do not depend on the other traces given; stderr names the
+                                ranks cut
 
 Exit codes: 0 success, 1 a trace could not be read, 2 usage error.
 )";
@@ -127,8 +147,12 @@ struct AnalyzeArgs {
   std::string augment;   // --augment: where the traces with counters go; empty: none
   unsigned threads = 0;  // --threads; 0: one per core
   ReportOptions options;
-  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceLimits limits;                           // --max-gzip-ratio, --max-event-size
   TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
+  // The text ops table: torch's key_averages().table() defaults, except that the rows are
+  // sorted (torch keeps first-seen order without sort_by, which hides the heaviest rows).
+  std::string sort_by = "self_cpu_time_total";
+  int row_limit = 100;  // 0 or -1: every row
 };
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
@@ -163,12 +187,18 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
         const std::size_t comma = std::min(list.find(',', at), list.size());
         const std::string name = list.substr(at, comma - at);
         const auto kinds = report_kinds();
+        if (name == "all") {
+          for (const ReportKind& k : kinds) a.reports.emplace_back(k.name);
+          at = comma + 1;
+          continue;
+        }
         if (std::none_of(kinds.begin(), kinds.end(),
                          [&](const ReportKind& k) { return k.name == name; })) {
           std::string allowed;
           for (const ReportKind& k : kinds)
             allowed += (allowed.empty() ? "" : ", ") + std::string(k.name);
-          throw UsageError("--report expects names from: " + allowed + "; got '" + name + "'");
+          throw UsageError("--report expects names from: " + allowed + ", or all; got '" + name +
+                           "'");
         }
         a.reports.push_back(name);
         at = comma + 1;
@@ -228,6 +258,19 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
     } else if (arg == "--zero-weight-launch-edges") {
       it.no_value(arg);
       a.options.add_zero_weight_launch_edges = true;
+    } else if (arg == "--sort-by") {
+      a.sort_by = take();
+      const auto keys = internal::table_sort_keys();
+      if (std::find(keys.begin(), keys.end(), a.sort_by) == keys.end()) {
+        std::string allowed;
+        for (std::string_view k : keys) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+        throw UsageError("--sort-by expects one of: " + allowed + "; got '" + a.sort_by + "'");
+      }
+    } else if (arg == "--row-limit") {
+      const std::string v = take();
+      const double n = parse_number(arg, v, -1, 1e9);
+      if (n != std::floor(n)) throw UsageError(arg + " expects a whole number, got '" + v + "'");
+      a.row_limit = static_cast<int>(n);
     } else if (arg == "--include-last-step") {
       it.no_value(arg);
       a.options.drop_last_step = 0;
@@ -284,6 +327,52 @@ void write_augmented(const std::vector<std::string>& files,
   }
 }
 
+// One line on stderr naming the ranks whose last profiler step the reports leave out (each
+// trace decides alone: two or more distinct ProfilerStep#N names in it), or nothing when none
+// is cut or no report cuts (ops reads the whole trace, as key_averages() does).
+std::string last_step_note(const AnalyzeArgs& a,
+                           const std::vector<std::shared_ptr<const ProfilerResult>>& ranks) {
+  if (a.options.drop_last_step == 0) return "";
+  // Nothing for ops alone, nor for --augment alone, which prints no report (its counters
+  // follow the same cut).
+  if (std::all_of(a.reports.begin(), a.reports.end(),
+                  [](const std::string& r) { return r == "ops"; })) {
+    return "";
+  }
+  std::string cut;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (profiler_step_names(*ranks[i]).size() < 2) continue;
+    cut += (cut.empty() ? "" : ", ") +
+           std::to_string(rank_of(*ranks[i], static_cast<std::int64_t>(i)));
+  }
+  if (cut.empty()) return "";
+  return "opscope analyze: the last ProfilerStep#N of each trace holding two or more is left "
+         "out, with the GPU work launched in it, as HTA does (rank " +
+         cut + "); --include-last-step keeps it\n";
+}
+
+// One line per rank without GPU work (no kernel, copy or set), when a report other than ops is
+// asked for: their GPU figures are then zeros or NaN, which alone read like a measurement.
+std::string no_gpu_note(const AnalyzeArgs& a,
+                        const std::vector<std::shared_ptr<const ProfilerResult>>& ranks,
+                        const std::vector<std::string>& files) {
+  if (std::all_of(a.reports.begin(), a.reports.end(),
+                  [](const std::string& r) { return r == "ops"; })) {
+    return "";
+  }
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const ProfilerResult& r = *ranks[i];
+    const bool gpu = std::any_of(r.events().begin(), r.events().end(),
+                                 [&](const Event& e) { return internal::stream_of(r, e) >= 0; });
+    if (gpu) continue;
+    out += "opscope analyze: rank " + std::to_string(rank_of(r, static_cast<std::int64_t>(i))) +
+           " (" + files[i] +
+           "): no GPU activity in this trace; its GPU reports are zeros or empty\n";
+  }
+  return out;
+}
+
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   // Two traces compared (HTA's TraceDiff) rather than reports on one: tools/analyze_diff.cpp.
   if (args.size() > 1 && args[1] == "diff") return run_analyze_diff(args, out, err);
@@ -293,7 +382,9 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   std::vector<std::shared_ptr<const ProfilerResult>> ranks;
   std::string text;
   try {
-    const std::vector<std::string> files = trace_files(a.paths);
+    std::vector<std::string> skipped;
+    const std::vector<std::string> files = trace_files(a.paths, {}, &skipped);
+    for (const std::string& line : skipped) err << "opscope analyze: " << line << "\n";
     // The ranks in parallel, one per core by default, each keeping what the reports read, or
     // everything when the traces are written back (--augment).
     TraceReadOptions read_options =
@@ -308,6 +399,17 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
             << " (its position)\n";
       }
     }
+    {
+      // A trace given twice, or two claiming one rank, prints rows that cannot be told apart:
+      // said, not refused (a person comparing two runs of one rank may mean it).
+      std::vector<std::int64_t> claimed;
+      for (const auto& r : ranks) claimed.push_back(r->rank());
+      for (const std::string& line : repeated_inputs(files, claimed)) {
+        err << "opscope analyze: warning: " << line << "; their rows share one rank\n";
+      }
+    }
+    err << last_step_note(a, ranks);
+    err << no_gpu_note(a, ranks, files);
     if (!a.augment.empty()) write_augmented(files, ranks, a.augment, a.options, a.limits);
     if (a.reports.empty()) return kExitOk;  // --augment alone: nothing to print
     std::vector<Report> reports;
@@ -323,8 +425,27 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
           continue;
         }
         for (std::size_t i = 0; i < ranks.size(); ++i) {
+          const KeyAverages avg = key_averages(*ranks[i]);
+          const int limit = a.row_limit <= 0 ? -1 : a.row_limit;
           text += "ops, rank " + std::to_string(rank_of(*ranks[i], static_cast<std::int64_t>(i))) +
-                  "\n" + key_averages(*ranks[i]).table() + "\n";
+                  ", by " + a.sort_by + "\n" +
+                  avg.table({.sort_by = a.sort_by, .row_limit = limit});
+          const std::vector<const FunctionEventAvg*> order = internal::table_order(avg, a.sort_by);
+          if (limit >= 0 && order.size() > static_cast<std::size_t>(limit)) {
+            // Said with how many of them hold GPU time, which sorting by CPU time puts last.
+            const auto gpu =
+                std::count_if(order.begin() + limit, order.end(), [](const FunctionEventAvg* r) {
+                  return r->self_cuda_time_total_ns > 0 || r->cuda_time_total_ns > 0;
+                });
+            text += std::to_string(order.size() - static_cast<std::size_t>(limit)) + " of " +
+                    std::to_string(order.size()) + " rows left out";
+            if (gpu > 0) {
+              text += ", " + std::to_string(gpu) + " of them with GPU time (--sort-by " +
+                      "self_cuda_time_total shows those first)";
+            }
+            text += " (--row-limit " + std::to_string(limit) + "; --row-limit 0 shows all)\n";
+          }
+          text += "\n";
         }
       }
     } else {

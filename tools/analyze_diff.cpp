@@ -29,7 +29,7 @@ struct DiffArgs {
   DiffOptions options;
   ReportFormat format = ReportFormat::kText;
   std::string output;
-  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceLimits limits;                           // --max-gzip-ratio, --max-event-size
   TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
   bool help = false;
 };
@@ -133,7 +133,9 @@ std::vector<std::shared_ptr<const ProfilerResult>> read_side(const std::string& 
   if (!std::filesystem::exists(path, ec)) {
     throw Error(std::string("no such ") + side + " trace file or directory: " + path);
   }
-  const std::vector<std::string> files = trace_files({path});
+  std::vector<std::string> skipped;
+  const std::vector<std::string> files = trace_files({path}, {}, &skipped);
+  for (const std::string& line : skipped) err << "opscope analyze diff: " << line << "\n";
   TraceReadOptions options;
   options.limits = limits;
   options.times = times;

@@ -17,7 +17,7 @@ namespace opscope::cli {
 namespace {
 
 std::string merge_help() {
-  return R"(usage: opscope merge DIR|FILE... -o MERGED.json[.gz]
+  return R"(usage: opscope merge DIR|FILE... -o MERGED.json[.gz] [--allow-duplicate-ranks]
 
 Writes the traces of a distributed job's ranks (PyTorch's profiler, Kineto, or opscope) into
 one Chrome trace that Perfetto UI and chrome://tracing open with every rank at once.
@@ -27,6 +27,9 @@ one Chrome trace that Perfetto UI and chrome://tracing open with every rank at o
                      files (the output says so)
   -o, --output FILE  the merged trace; gzip for a name ending in .gz. Written to a temporary
                      name and renamed when complete: a failure leaves nothing
+  --allow-duplicate-ranks
+                     merge a trace given twice (one file, or a copy) or two traces that claim
+                     one rank; without it they are refused, naming the files
   --help             this text
 )" + std::string(kGzipLimitHelp) +
          R"(
@@ -46,6 +49,7 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::string output;
   bool has_output = false;
   TraceLimits limits;
+  bool allow_duplicates = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
     std::string arg = args[i];
     std::string flag = arg.substr(0, arg.find('='));
@@ -66,6 +70,8 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
       }
       if (output.empty()) throw UsageError("-o expects a file name, got ''");
       has_output = true;
+    } else if (arg == "--allow-duplicate-ranks") {
+      allow_duplicates = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError("unknown flag " + arg + " for `opscope merge`; see `opscope merge --help`");
     } else {
@@ -79,10 +85,25 @@ int run_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
   try {
     // The output file is left out, so that merging a directory into itself twice does not take
     // the first merge as a rank.
-    const std::vector<std::string> files = trace_files(paths, output);
+    std::vector<std::string> skipped;
+    const std::vector<std::string> files = trace_files(paths, output, &skipped);
+    for (const std::string& line : skipped) err << "opscope merge: " << line << "\n";
+    // One rank twice makes a merged trace with two copies of its processes; the files are
+    // compared before the merge, the ranks they claim during it (before anything is written).
+    const auto refuse_repeats = [&](const std::vector<std::string>& lines) {
+      if (allow_duplicates || lines.empty()) return;
+      std::string text;
+      for (const std::string& line : lines) text += (text.empty() ? "" : "; ") + line;
+      throw Error(text + ": a rank would be merged twice; --allow-duplicate-ranks merges them");
+    };
+    refuse_repeats(repeated_inputs(files));
     const std::unique_ptr<internal::Sink> sink =
         internal::open_file_sink(output, {.what = "merged trace"});
     const std::vector<internal::MergedRank> ranks = internal::merge_traces(files, *sink, limits);
+    std::vector<std::int64_t> claimed;
+    for (const internal::MergedRank& r : ranks)
+      claimed.push_back(r.rank_from_position ? -1 : r.rank);
+    refuse_repeats(repeated_inputs(files, claimed));
     sink->commit();
     std::uint64_t events = 0;
     for (const internal::MergedRank& r : ranks) {

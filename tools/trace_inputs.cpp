@@ -5,14 +5,17 @@
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "cli.h"
 #include "export/sink.h"
+#include "import/importer.h"
 #include "opscope/error.h"
 
 namespace opscope::cli {
@@ -26,10 +29,61 @@ bool is_trace_name(const std::filesystem::path& p) {
   return ends(".json") || ends(".json.gz");
 }
 
+// Whether two files of the same size hold the same bytes, read in pieces so that two large
+// traces are compared without holding either.
+bool same_bytes(const std::string& a, const std::string& b) {
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  if (!fa || !fb) return false;
+  std::vector<char> ba(1 << 16), bb(1 << 16);
+  while (fa && fb) {
+    fa.read(ba.data(), static_cast<std::streamsize>(ba.size()));
+    fb.read(bb.data(), static_cast<std::streamsize>(bb.size()));
+    if (fa.gcount() != fb.gcount() ||
+        !std::equal(ba.begin(), ba.begin() + fa.gcount(), bb.begin())) {
+      return false;
+    }
+  }
+  return fa.eof() && fb.eof();
+}
+
 }  // namespace
 
+std::vector<std::string> repeated_inputs(const std::vector<std::string>& files,
+                                         const std::vector<std::int64_t>& claimed) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::vector<std::uintmax_t> sizes(files.size(), static_cast<std::uintmax_t>(-1));
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    sizes[i] = fs::file_size(files[i], ec);
+    if (ec) sizes[i] = static_cast<std::uintmax_t>(-1);
+  }
+  for (std::size_t j = 0; j < files.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      std::error_code ec;
+      std::string why;
+      if (files[i] == files[j] || fs::equivalent(files[i], files[j], ec)) {
+        why = "are the same file";
+      } else if (sizes[i] == sizes[j] && sizes[i] != static_cast<std::uintmax_t>(-1) &&
+                 same_bytes(files[i], files[j])) {
+        why = "hold the same bytes (one trace, copied)";
+      } else if (j < claimed.size() && claimed[j] >= 0 && claimed[i] == claimed[j]) {
+        why = "both claim rank " + std::to_string(claimed[j]) + " (distributedInfo.rank)";
+      } else {
+        continue;
+      }
+      std::string line = files[i] + " and " + files[j] + " " + why;
+      // One path given three times is said once.
+      if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(std::move(line));
+      break;  // one line per repeating file
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> trace_files(const std::vector<std::string>& paths,
-                                     const std::string& exclude) {
+                                     const std::string& exclude,
+                                     std::vector<std::string>* skipped) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   std::error_code ec;
@@ -44,9 +98,23 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths,
         in_dir.push_back(entry.path().string());
       }
       if (ec) throw Error("cannot list " + p + ": " + ec.message());
-      if (in_dir.empty()) throw Error("no .json or .json.gz trace in directory " + p);
       std::sort(in_dir.begin(), in_dir.end());
-      files.insert(files.end(), in_dir.begin(), in_dir.end());
+      std::string strays;
+      std::size_t traces = 0;
+      for (const std::string& f : in_dir) {
+        const std::string kind = import::non_trace_kind(f);
+        if (kind.empty()) {
+          files.push_back(f);
+          ++traces;
+          continue;
+        }
+        const std::string line = "skipped " + f + ": a " + kind + ", not a Chrome trace";
+        if (skipped != nullptr) skipped->push_back(line);
+        strays += "; " + line;
+      }
+      if (traces == 0) {
+        throw Error("no .json or .json.gz trace in directory " + p + strays);
+      }
     } else if (fs::exists(p, ec)) {
       files.push_back(p);
     } else {

@@ -2,6 +2,7 @@
 // paths names, the --format values, and writing the result whole or not at all.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,9 +14,20 @@ namespace opscope::cli {
 
 // The trace files `paths` name: files as given; a directory's .json and .json.gz files (its top
 // level, as HTA lists it) in name order, leaving out `exclude` (an output file that may lie
-// among them). Throws Error for a path that does not exist or a directory without traces.
+// among them) and the files PyTorch keeps beside its traces that are not Chrome traces
+// (import::non_trace_kind(): an execution trace, a raw memory timeline), each with a line in
+// `skipped` saying what it is. A file named alone is taken as given (its read then refuses
+// it). Throws Error for a path that does not exist or a directory without traces.
 std::vector<std::string> trace_files(const std::vector<std::string>& paths,
-                                     const std::string& exclude = {});
+                                     const std::string& exclude = {},
+                                     std::vector<std::string>* skipped = nullptr);
+
+// What is wrong with reading `files` together as the ranks of one job, one line per file that
+// repeats an earlier one, naming both: the same file (one path twice, or two links to one
+// file), the same bytes (a copy), or, from `claimed` (each file's distributedInfo.rank, -1
+// when it has none; empty: not known yet), the same rank. Empty when nothing repeats.
+std::vector<std::string> repeated_inputs(const std::vector<std::string>& files,
+                                         const std::vector<std::int64_t>& claimed = {});
 
 // The flags that set TraceLimits (--max-gzip-ratio R, --max-event-size BYTES): true when `flag`
 // is one, its value taken from `value` and checked (a UsageError otherwise).

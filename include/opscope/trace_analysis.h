@@ -39,9 +39,11 @@ struct Report {
 // The settings of every report, each with HTA's default; a report reads the ones it names.
 struct ReportOptions {
   // Whether to leave out the last profiler step and the GPU work it launched, as HTA does:
-  // -1 decides from the ranks given (at least two distinct ProfilerStep#N names), 0 keeps
-  // everything, 1 drops it. A caller that analyzes the ranks of one job one at a time (the
-  // Python package over dask workers) decides once for the job and passes 0 or 1.
+  // -1 decides for each trace from its own events (at least two distinct ProfilerStep#N
+  // names), so that a rank's numbers never depend on the other traces given; 0 keeps
+  // everything, 1 drops it from every trace (one without a step then keeps nothing, as in
+  // HTA). The Python package, a drop-in for HTA, decides once for the job as HTA does (over
+  // the union of profiler_step_names()) and passes 0 or 1.
   int drop_last_step = -1;
   // The position of ranks[0] among the traces of the job: a trace without distributedInfo.rank
   // takes its position as its rank. A caller analyzing ranks one at a time passes each one's.
@@ -78,10 +80,10 @@ struct ReportOptions {
 // traces given).
 std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback);
 
-// The distinct ProfilerStep#N names of a result, sorted. Whether a job's last step is left out
-// (ReportOptions::drop_last_step) depends on every rank: two or more distinct names over the
-// job. A caller that analyzes ranks apart (the Python package over dask workers) collects these
-// per rank and decides once (src/analysis/profiler_steps.cpp).
+// The distinct ProfilerStep#N names of a result, sorted. HTA decides whether to leave out the
+// last step over the job (two or more distinct names over every rank); the Python package
+// collects these per rank to decide as HTA does (src/analysis/profiler_steps.cpp), while
+// ReportOptions::drop_last_step -1 decides per trace.
 std::vector<std::string> profiler_step_names(const ProfilerResult& r);
 
 // How HTA classifies a GPU kernel by name: "COMMUNICATION" (NCCL and the like), "MEMORY"

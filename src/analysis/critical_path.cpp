@@ -146,14 +146,10 @@ void Builder::prepare() {
   // on the correlation id; the last pairing wins, as pandas' assignment does.
   std::unordered_map<std::int64_t, std::int32_t> cpu_of, gpu_of;
   // HTA analyzes what its trace filter kept: without the last profiler step and the GPU work
-  // it launched, when the job's traces hold two or more steps (ReportOptions::drop_last_step).
+  // it launched, when the trace holds two or more steps (ReportOptions::drop_last_step).
   std::vector<std::uint8_t> kept(n, 0);
-  {
-    const std::shared_ptr<const ProfilerResult> alias(std::shared_ptr<const ProfilerResult>(), &r_);
-    const bool drop = internal::drop_last_step(std::span(&alias, 1), o_);
-    for (const std::int32_t k : internal::analyzed_events(r_, drop))
-      kept[static_cast<std::size_t>(k)] = 1;
-  }
+  for (const std::int32_t k : internal::analyzed_events(r_, internal::drop_last_step(r_, o_)))
+    kept[static_cast<std::size_t>(k)] = 1;
   for (std::size_t i = 0; i < n; ++i) {
     const Event& e = ev_[i];
     if (!kept[i] || !in_hta_frame(r_, e)) continue;

@@ -38,23 +38,21 @@ std::int64_t rank_of(const ProfilerResult& r, std::int64_t fallback) {
 
 namespace opscope::internal {
 
-bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks) {
-  std::vector<std::string_view> steps;
-  for (const auto& r : ranks) {
-    for (const Event& e : r->events()) {
-      if (is_profiler_step(e.name) &&
-          std::find(steps.begin(), steps.end(), e.name) == steps.end()) {
-        steps.push_back(e.name);
-        if (steps.size() >= 2) return true;
-      }
+bool has_steps_to_cut(const ProfilerResult& r) {
+  std::string_view first;
+  for (const Event& e : r.events()) {
+    if (!is_profiler_step(e.name)) continue;
+    if (first.empty()) {
+      first = e.name;
+    } else if (e.name != first) {
+      return true;
     }
   }
   return false;
 }
 
-bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                    const ReportOptions& options) {
-  return options.drop_last_step < 0 ? drop_last_step(ranks) : options.drop_last_step != 0;
+bool drop_last_step(const ProfilerResult& r, const ReportOptions& options) {
+  return options.drop_last_step < 0 ? has_steps_to_cut(r) : options.drop_last_step != 0;
 }
 
 namespace {

@@ -28,12 +28,14 @@ std::int64_t stream_of(const ProfilerResult& r, const Event& e);
 // The correlation id of an event (runtime call or GPU work), -1 when it has none.
 std::int64_t correlation_of(const ProfilerResult& r, const Event& e);
 
-// Whether the analysis leaves out the last profiler step, as HTA does by default: when the
-// traces hold at least two distinct ProfilerStep#N names.
-bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks);
-// options.drop_last_step when it is 0 or 1, else drop_last_step(ranks).
-bool drop_last_step(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                    const ReportOptions& options);
+// Whether `r` holds at least two distinct ProfilerStep#N names (HTA's test for cutting the
+// last step, asked of this trace alone).
+bool has_steps_to_cut(const ProfilerResult& r);
+// Whether the analysis of `r` leaves out its last profiler step, as HTA does by default:
+// options.drop_last_step when it is 0 or 1, else has_steps_to_cut(r). Decided per trace, so
+// that a rank's numbers do not depend on the other traces read with it (HTA decides over the
+// job's symbol table, which for the ranks of one job is the same).
+bool drop_last_step(const ProfilerResult& r, const ReportOptions& options);
 
 // The indices (into r.events()) of the GPU work an analysis looks at: events with a stream,
 // minus, when `drop_last`, what was not launched before the last profiler step began.

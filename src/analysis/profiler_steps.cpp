@@ -1,6 +1,5 @@
-// profiler_step_names() (opscope/trace_analysis.h): what a caller that analyzes the ranks of a
-// job apart needs to make the job-wide drop-last-step decision that drop_last_step(ranks) makes
-// when it sees every rank.
+// profiler_step_names() (opscope/trace_analysis.h): what a caller needs to make HTA's job-wide
+// drop-last-step decision (two or more distinct names over every rank) itself.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -11,8 +10,7 @@
 namespace opscope {
 
 std::vector<std::string> profiler_step_names(const ProfilerResult& r) {
-  // The same test as internal::drop_last_step(ranks), over every event of the rank, so that
-  // "two or more distinct names over the union of the ranks" decides alike both ways.
+  // The same test as internal::has_steps_to_cut(r), over every event of the rank.
   std::vector<std::string> names;
   for (const Event& e : r.events()) {
     if (internal::is_profiler_step(e.name)) names.emplace_back(e.name);

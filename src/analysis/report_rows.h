@@ -28,11 +28,10 @@ Report per_rank_report(std::string name, std::vector<std::string> columns, Ranks
   Report report;
   report.name = std::move(name);
   report.columns = std::move(columns);
-  const bool drop_last = drop_last_step(ranks, options);
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const std::int64_t rank = rank_at(ranks, i, options);
-    add_rows(*ranks[i], rank, drop_last, [&](std::vector<ReportCell> row) {
+    add_rows(*ranks[i], rank, drop_last_step(*ranks[i], options), [&](std::vector<ReportCell> row) {
       rows.push_back({rank, std::move(row)});
     });
   }

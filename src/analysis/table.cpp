@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/table_sort_keys.h"
 #include "opscope/error.h"
 #include "opscope/key_averages.h"
 
@@ -103,6 +104,21 @@ const SortKey& find_sort_key(const std::string& name) {
     valid += key.name;
   }
   throw Error(fmt::format("table(): unknown sort_by \"{}\"; valid keys are: {}", name, valid));
+}
+
+// The rows in the order table() shows them: by `sort_key` descending, or first-seen without.
+std::vector<const FunctionEventAvg*> in_order(const std::vector<FunctionEventAvg>& all,
+                                              const SortKey* sort_key) {
+  std::vector<const FunctionEventAvg*> rows;
+  rows.reserve(all.size());
+  for (const FunctionEventAvg& r : all) rows.push_back(&r);
+  if (sort_key != nullptr) {
+    // Python's sorted(reverse=True) is stable: equal keys keep first-seen order.
+    std::stable_sort(rows.begin(), rows.end(), [&](const auto* a, const auto* b) {
+      return sort_key->value(*a) > sort_key->value(*b);
+    });
+  }
+  return rows;
 }
 
 void check_width(const char* option, int width) {
@@ -205,15 +221,7 @@ std::string KeyAverages::table(const TableOptions& options) const {
   const SortKey* sort_key = options.sort_by.empty() ? nullptr : &find_sort_key(options.sort_by);
   if (rows_.empty()) return "";
 
-  std::vector<const FunctionEventAvg*> rows;
-  rows.reserve(rows_.size());
-  for (const FunctionEventAvg& r : rows_) rows.push_back(&r);
-  if (sort_key != nullptr) {
-    // Python's sorted(reverse=True) is stable: equal keys keep first-seen order.
-    std::stable_sort(rows.begin(), rows.end(), [&](const auto* a, const auto* b) {
-      return sort_key->value(*a) > sort_key->value(*b);
-    });
-  }
+  const std::vector<const FunctionEventAvg*> rows = in_order(rows_, sort_key);
 
   // Column widths come from every row, not only the ones shown, as in PyTorch.
   std::size_t name_width = 0, shapes_width = 0, src_width = 0;
@@ -363,3 +371,17 @@ std::string KeyAverages::table(const TableOptions& options) const {
 }
 
 }  // namespace opscope
+
+namespace opscope::internal {
+
+std::vector<std::string_view> table_sort_keys() {
+  std::vector<std::string_view> names;
+  for (const SortKey& key : kSortKeys) names.push_back(key.name);
+  return names;
+}
+
+std::vector<const FunctionEventAvg*> table_order(const KeyAverages& avg, std::string_view sort_by) {
+  return in_order(avg.rows(), sort_by.empty() ? nullptr : &find_sort_key(std::string(sort_by)));
+}
+
+}  // namespace opscope::internal

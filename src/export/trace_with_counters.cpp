@@ -8,8 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -180,8 +180,6 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
   if (distinct.size() != out_paths.size()) {
     throw Error("write_traces_with_counters: two ranks would be written to the same file");
   }
-  // Decided over the whole job, as HTA filters every rank by the job's profiler steps.
-  const bool drop_last = internal::drop_last_step(ranks, options);
   // Every file is complete under its temporary name before any is renamed: a failure on
   // the third rank leaves neither the first two nor a half third.
   std::vector<std::unique_ptr<internal::Sink>> sinks;
@@ -199,7 +197,7 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
     // the reader accepted, even if the file changed since.
     import::check_trace_json(trace_paths[i], text);
     const TraceEventsEnd end = find_trace_events_end(text, trace_paths[i]);
-    std::string counters = counter_events(*ranks[i], drop_last);
+    std::string counters = counter_events(*ranks[i], internal::drop_last_step(*ranks[i], options));
     // Into an empty array the first event goes without the comma.
     std::string_view inserted = counters;
     if (end.empty && !inserted.empty()) inserted.remove_prefix(1);

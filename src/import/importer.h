@@ -48,6 +48,12 @@ std::span<const Importer> importers();
 // The first row whose sniff knows `head`; the Kineto row, the last, knows every text.
 const Importer& importer_for(std::string_view head);
 
+// What the file at `path` is when it is one of the files PyTorch writes beside its traces that
+// read_trace() refuses as not being a Chrome trace: the importer's name ("PyTorch execution
+// trace (Chakra)", "raw memory timeline"). Empty for anything else (read_trace() reads it, or
+// says why it cannot). Reads only the first kHeadBytes of the text (read_trace.cpp).
+std::string non_trace_kind(const std::string& path);
+
 // --- the formats (one file each) -----------------------------------------------------------
 
 // Kineto / Chrome JSON, as PyTorch's profiler, Kineto and opscope write it (kineto_importer.cpp).

@@ -6,8 +6,8 @@
 #include <exception>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +40,12 @@ std::shared_ptr<const ProfilerResult> read_trace(const std::string& path, bool s
 }
 
 }  // namespace
+
+std::string import::non_trace_kind(const std::string& path) {
+  const Importer& importer = importer_for(read_text_head(path, kHeadBytes));
+  // The Kineto row takes every text no other row knows, including one that is no trace at all.
+  return importer.read == read_kineto ? std::string() : std::string(importer.name);
+}
 
 std::shared_ptr<const ProfilerResult> read_trace(const std::string& path) {
   return read_trace(path, std::thread::hardware_concurrency() > 1, {});

@@ -42,10 +42,10 @@ struct Row {
 };
 
 std::vector<Report> cupti_counters(Ranks ranks, const ReportOptions& options) {
-  const bool drop_last = internal::drop_last_step(ranks, options);
   std::int64_t job_start = std::numeric_limits<std::int64_t>::max();
   for (const auto& r : ranks) {
-    for (const std::int32_t k : internal::analyzed_events(*r, drop_last)) {
+    for (const std::int32_t k :
+         internal::analyzed_events(*r, internal::drop_last_step(*r, options))) {
       const Event& e = r->events()[static_cast<std::size_t>(k)];
       if (internal::in_hta_frame(*r, e)) job_start = std::min(job_start, e.start_ns);
     }
@@ -55,6 +55,7 @@ std::vector<Report> cupti_counters(Ranks ranks, const ReportOptions& options) {
     const ProfilerResult& r = *ranks[i];
     const std::vector<Event>& events = r.events();
     const std::int64_t rank = internal::rank_at(ranks, i, options);
+    const bool drop_last = internal::drop_last_step(r, options);
     std::vector<std::int32_t> ranges, launches;
     for (const std::int32_t k : internal::analyzed_events(r, drop_last)) {
       const Event& e = events[static_cast<std::size_t>(k)];

@@ -30,10 +30,10 @@ using internal::stream_of;
 
 // The earliest start among the events HTA keeps of every rank: HTA aligns all ranks to it
 // (Trace.align_and_filter_trace), so a ts of 0 is the job's first event.
-std::int64_t job_start(Ranks ranks, bool drop_last) {
+std::int64_t job_start(Ranks ranks, const ReportOptions& options) {
   std::int64_t first = std::numeric_limits<std::int64_t>::max();
   for (const auto& r : ranks) {
-    for (const std::int32_t k : analyzed_events(*r, drop_last)) {
+    for (const std::int32_t k : analyzed_events(*r, internal::drop_last_step(*r, options))) {
       const Event& e = r->events()[static_cast<std::size_t>(k)];
       if (in_hta_frame(*r, e)) first = std::min(first, e.start_ns);
     }
@@ -42,8 +42,7 @@ std::int64_t job_start(Ranks ranks, bool drop_last) {
 }
 
 std::vector<Report> trace_events(Ranks ranks, const ReportOptions& options) {
-  const bool drop_last = internal::drop_last_step(ranks, options);
-  const std::int64_t start = job_start(ranks, drop_last);
+  const std::int64_t start = job_start(ranks, options);
   // HTA's symbol table: one id per distinct name or category over the job, in the order met
   // (the frames hold ids; a million events have a few thousand names).
   std::unordered_map<std::string_view, std::int64_t> ids;

@@ -52,13 +52,12 @@ Report kernel_duration_distribution(Ranks ranks, const ReportOptions& options) {
   std::map<std::string, std::size_t, std::less<>> index_of;
   for (std::size_t s = 0; s < shown.size(); ++s) index_of.emplace(shown[s].second, s);
 
-  const bool drop_last = internal::drop_last_step(ranks, options);
   // Per rank, each shown kernel's durations (us), in the order of `shown`.
   std::vector<std::pair<std::int64_t, std::vector<std::vector<double>>>> per_rank;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     std::vector<std::vector<double>> durations(shown.size());
-    for (const std::int32_t k : analyzed_gpu_events(r, drop_last)) {
+    for (const std::int32_t k : analyzed_gpu_events(r, internal::drop_last_step(r, options))) {
       const Event& e = r.events()[static_cast<std::size_t>(k)];
       // The name decides the type, so the name alone finds the kernel.
       const auto it = index_of.find(e.name);

@@ -29,7 +29,6 @@ std::vector<Report> gpu_kernel_breakdown(
   const double duration_ratio = options.duration_ratio;
   const std::size_t num_kernels = options.num_kernels;
   static constexpr std::string_view kTypes[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   // kernel_type: label -> whole microseconds over all ranks, labels in first-seen order.
   std::vector<std::pair<std::string, std::int64_t>> by_label;
   Report kernels;
@@ -49,7 +48,7 @@ std::vector<Report> gpu_kernel_breakdown(
     std::vector<Interval> of_type[3];
     std::vector<std::vector<std::pair<std::string_view, double>>> durations(3);
     internal::KernelTypes kernel_type;
-    for (const std::int32_t index : analyzed_gpu_events(r, drop_last)) {
+    for (const std::int32_t index : analyzed_gpu_events(r, internal::drop_last_step(r, options))) {
       const Event& e = r.events()[static_cast<std::size_t>(index)];
       const std::string_view type = kernel_type(e.name);
       for (int t = 0; t < 3; ++t) {

@@ -50,7 +50,6 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
                      "launch_delay_outliers",
                      "launch_delay_median",
                      "launch_delay_p95"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   // Rows of all ranks, put in rank order at the end (the traces may come in any order).
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows, summaries;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -58,7 +57,7 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
     const std::vector<Event>& events = r.events();
     const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
     // HTA takes what its trace filter kept (the last profiler step left out, by default).
-    const std::vector<std::int32_t> kept = analyzed_events(r, drop_last);
+    const std::vector<std::int32_t> kept = analyzed_events(r, internal::drop_last_step(r, options));
     std::vector<std::int64_t> launched;  // correlation ids of the launch calls, sorted
     for (const std::int32_t k : kept) {
       const Event& e = events[static_cast<std::size_t>(k)];

@@ -265,13 +265,13 @@ Report frequent_cuda_kernel_sequences(Ranks ranks, const ReportOptions& options)
   Report report;
   report.name = "patterns";
   report.columns = {"rank", "pattern", "count", "GPU kernel duration (us)", "CPU op duration (us)"};
-  const bool drop_last = internal::drop_last_step(ranks, options);
   std::vector<std::pair<std::int64_t, std::vector<ReportCell>>> rows;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const ProfilerResult& r = *ranks[i];
     const std::vector<Event>& events = r.events();
     const std::int64_t rank = rank_of(r, options.first_position + static_cast<std::int64_t>(i));
-    const std::vector<bool> kept = as_mask(analyzed_events(r, drop_last), events.size());
+    const std::vector<bool> kept =
+        as_mask(analyzed_events(r, internal::drop_last_step(r, options)), events.size());
     const CallGraph g = call_graph(r, kept);
 
     // The roots: operators named like operator_name at the shallowest depth any of them has
