@@ -127,7 +127,7 @@ struct AnalyzeArgs {
   std::string augment;   // --augment: where the traces with counters go; empty: none
   unsigned threads = 0;  // --threads; 0: one per core
   ReportOptions options;
-  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceLimits limits;                           // --max-gzip-ratio, --max-event-size
   TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
 };
 
@@ -328,7 +328,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
         }
       }
     } else {
-      text = format_reports(reports, a.format);
+      text = format_reports(reports, a.format, report_page(args, files));
     }
   } catch (const Error& e) {
     err << "opscope analyze: " << e.what() << "\n";

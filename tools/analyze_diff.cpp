@@ -29,7 +29,7 @@ struct DiffArgs {
   DiffOptions options;
   ReportFormat format = ReportFormat::kText;
   std::string output;
-  TraceLimits limits;  // --max-gzip-ratio, --max-event-size
+  TraceLimits limits;                           // --max-gzip-ratio, --max-event-size
   TraceTimes times = TraceTimes::kNanoseconds;  // --times, --hta-rounding
   bool help = false;
 };
@@ -206,8 +206,10 @@ int run_analyze_diff(const std::vector<std::string>& args, std::ostream& out, st
     err << times_note("opscope analyze diff", a.times);
     const auto control = read_side(a.control, "control", err, a.limits, a.times);
     const auto test = read_side(a.test, "test", err, a.limits, a.times);
-    write_output(a.output, format_reports(trace_diff(control, test, a.options), a.format), out,
-                 "report");
+    write_output(a.output,
+                 format_reports(trace_diff(control, test, a.options), a.format,
+                                report_page(args, {a.control, a.test})),
+                 out, "report");
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {

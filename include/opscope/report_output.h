@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
@@ -33,8 +34,7 @@ namespace opscope {
 void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                 std::span<const std::string> trace_paths,
                                 std::span<const std::string> out_paths,
-                                const ReportOptions& options = {},
-                                const TraceLimits& limits = {});
+                                const ReportOptions& options = {}, const TraceLimits& limits = {});
 
 // One flow arrow of the overlaid critical-path trace: from the start (or end) of one event to
 // the start (or end) of another, as HTA's overlay_critical_path_analysis draws a CPEdge.
@@ -63,6 +63,13 @@ void write_critical_path_trace(const ProfilerResult& r, const std::string& out_p
 // ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
 // table when there are several) or HTML (one self-contained page: every table, and charts of
 // the temporal breakdown, idle time, kernel types and kernel durations across ranks).
-std::string format_reports(std::span<const Report> reports, ReportFormat format);
+// `page` only matters to HTML: the page names what it was made from, by what command and when.
+struct ReportPage {
+  std::vector<std::string> inputs;  // the trace files read
+  std::string command;              // the command line, as it was typed
+  std::string made_at;              // when, as the caller writes it (the CLI: UTC, ISO 8601)
+};
+std::string format_reports(std::span<const Report> reports, ReportFormat format,
+                           const ReportPage& page = {});
 
 }  // namespace opscope
