@@ -14,7 +14,8 @@ namespace opscope::internal {
 // as it is; a longer one as its start, `ellipsis` and its end. When that would show two
 // different names alike (split_embedding_backward_..._cta_per_row_1<...> and ..._warp_per_row_1
 // <...> share 70 bytes of start and 1,400 of end), those keep, besides their start and end, the
-// word where they first differ from each other; names that would still look alike stay whole.
+// word where they first differ from each other; names that would still look alike get twice the
+// room, and again, up to their whole length.
 // A cut never falls inside a UTF-8 sequence. The result has one entry per name, in order.
 std::vector<std::string> shortened_names(std::span<const std::string> names, std::size_t max,
                                          std::string_view ellipsis);

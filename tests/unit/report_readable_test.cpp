@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "export/short_names.h"
 #include "opscope/export.h"
 #include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
@@ -138,6 +139,36 @@ TEST(ReportNames, HtmlKernelDistributionTitlesAreDistinct) {
   EXPECT_EQ(titles.size(), kernels.size()) << "kernels charted under one title";
   for (const std::string& k : kernels) {
     EXPECT_NE(html.find("<title>" + escaped(k) + "</title>"), std::string::npos) << k;
+  }
+}
+
+// Names alike in start, end and around where they first differ (unweighted_kernel_cta vs
+// weighted_kernel_cta, in 40 bytes) get more room until they show apart; each stays within
+// the room it needed, never cut inside a UTF-8 character.
+TEST(ReportNames, NamesAlikeInEveryShortFormGetMoreRoom) {
+  const std::string args = "<c10::Half, float>(" + std::string(400, 'x') + "é, float, long)";
+  const std::vector<std::string> names = {
+      "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1" +
+          args,
+      "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_warp_per_row_1" +
+          args,
+      "void split_embedding_backward_codegen_rowwise_adagrad_weighted_kernel_cta_per_row_1" + args,
+      "void split_embedding_backward_codegen_rowwise_adagrad_weighted_kernel_warp_per_row_1" + args,
+      "short",
+      "short"};
+  for (const std::size_t max : {24, 40, 60, 100, 110}) {
+    const std::vector<std::string> shown = internal::shortened_names(names, max, "…");
+    ASSERT_EQ(shown.size(), names.size());
+    EXPECT_EQ(std::set<std::string>(shown.begin(), shown.begin() + 4).size(), 4u) << max;
+    EXPECT_EQ(shown[4], "short");
+    EXPECT_EQ(shown[5], "short");
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_LT(shown[i].size(), names[i].size()) << shown[i];
+      EXPECT_LE(shown[i].size(), 8 * max) << shown[i];
+      // Every byte sequence is whole UTF-8: é is never split.
+      EXPECT_EQ(shown[i].find("\xc3…"), std::string::npos) << shown[i];
+      EXPECT_EQ(shown[i].find("…\xa9"), std::string::npos) << shown[i];
+    }
   }
 }
 
