@@ -62,10 +62,12 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
   --report NAMES     comma-separated, in the order to print (default: temporal):
 )" + report_list() +
          R"(  --format F         text (default: aligned tables; names over 100 characters shortened
-                     in the middle), json (one object: table name -> list of rows keyed by
-                     HTA's column names), csv, html (one self-contained page: the tables,
-                     and charts of temporal, idle, kernel types and kernel-dist; open it in
-                     any browser, offline); all but text keep every name whole
+                     in the middle, keeping what tells them apart), json (one object: table
+                     name -> list of rows keyed by HTA's column names), csv, html (one
+                     self-contained page naming its inputs, command and time, with contents:
+                     the tables, long names clipped to three lines and whole on hover, and
+                     charts of temporal, idle, kernel types and kernel-dist; open it in any
+                     browser, offline); all but text keep every name whole
   --output FILE      write there instead of standard output (replaced whole, or left alone
                      when the command fails; gzip for a name ending in .gz)
   --augment OUT      also write each trace with the counters of HTA's

@@ -174,8 +174,9 @@ and what changed.
                          arguments (HTA's shorten_name)
   --labels C,T           the column prefixes (default: Control,Test)
   --format F             text (default; names over 100 characters shortened in the
-                         middle), json ({"ops_diff": [...], "ops_summary": [...]}), csv,
-                         html (one self-contained page with both tables)
+                         middle, keeping what tells them apart), json ({"ops_diff": [...],
+                         "ops_summary": [...]}), csv, html (one self-contained page with
+                         both tables, long names clipped to three lines, whole on hover)
   --output FILE          write there instead of standard output (replaced whole, or left
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text
