@@ -70,10 +70,12 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                      report below, in this order:
 )" + report_list() +
          R"(  --format F         text (default: aligned tables; names over 100 characters shortened
-                     in the middle), json (one object: table name -> list of rows keyed by
-                     HTA's column names), csv, html (one self-contained page: the tables,
-                     and charts of temporal, idle, kernel types and kernel-dist; open it in
-                     any browser, offline); all but text keep every name whole
+                     in the middle, keeping what tells them apart), json (one object: table
+                     name -> list of rows keyed by HTA's column names), csv, html (one
+                     self-contained page naming its inputs, command and time, with contents:
+                     the tables, long names clipped to three lines and whole on hover, and
+                     charts of temporal, idle, kernel types and kernel-dist; open it in any
+                     browser, offline); all but text keep every name whole
   --output FILE      write there instead of standard output (replaced whole, or left alone
                      when the command fails; gzip for a name ending in .gz)
   --augment OUT      also write each trace with the counters of HTA's
@@ -449,7 +451,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
         }
       }
     } else {
-      text = format_reports(reports, a.format);
+      text = format_reports(reports, a.format, report_page(args, files));
     }
   } catch (const Error& e) {
     err << "opscope analyze: " << e.what() << "\n";

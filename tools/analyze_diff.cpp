@@ -176,8 +176,9 @@ and what changed.
                          arguments (HTA's shorten_name)
   --labels C,T           the column prefixes (default: Control,Test)
   --format F             text (default; names over 100 characters shortened in the
-                         middle), json ({"ops_diff": [...], "ops_summary": [...]}), csv,
-                         html (one self-contained page with both tables)
+                         middle, keeping what tells them apart), json ({"ops_diff": [...],
+                         "ops_summary": [...]}), csv, html (one self-contained page with
+                         both tables, long names clipped to three lines, whole on hover)
   --output FILE          write there instead of standard output (replaced whole, or left
                          alone when the command fails; gzip for a name ending in .gz)
   --help                 this text
@@ -208,8 +209,10 @@ int run_analyze_diff(const std::vector<std::string>& args, std::ostream& out, st
     err << times_note("opscope analyze diff", a.times);
     const auto control = read_side(a.control, "control", err, a.limits, a.times);
     const auto test = read_side(a.test, "test", err, a.limits, a.times);
-    write_output(a.output, format_reports(trace_diff(control, test, a.options), a.format), out,
-                 "report");
+    write_output(a.output,
+                 format_reports(trace_diff(control, test, a.options), a.format,
+                                report_page(args, {a.control, a.test})),
+                 out, "report");
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {

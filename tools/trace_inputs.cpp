@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <ostream>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -205,6 +207,33 @@ void write_output(const std::string& output, const std::string& text, std::ostre
   const std::unique_ptr<internal::Sink> sink = internal::open_file_sink(output, {.what = what});
   sink->write(text);
   sink->commit();
+}
+
+ReportPage report_page(const std::vector<std::string>& args, std::vector<std::string> inputs) {
+  ReportPage page;
+  page.inputs = std::move(inputs);
+  page.command = "opscope";
+  for (const std::string& a : args) {
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyz"
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_-+=.,/:@%") == std::string::npos;
+    if (plain) {
+      page.command += " " + a;
+      continue;
+    }
+    std::string quoted = "'";
+    for (const char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    page.command += " " + quoted + "'";
+  }
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char when[32];
+  if (gmtime_r(&now, &utc) != nullptr &&
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc) > 0) {
+    page.made_at = when;
+  }
+  return page;
 }
 
 }  // namespace opscope::cli

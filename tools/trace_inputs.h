@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "opscope/report_output.h"
 #include "opscope/trace_analysis.h"
 #include "opscope/trace_reader.h"
 
@@ -56,5 +57,9 @@ ReportFormat parse_report_format(const std::string& text);
 // sees half of it and a failure leaves nothing. Throws Error.
 void write_output(const std::string& output, const std::string& text, std::ostream& out,
                   const char* what);
+
+// What an HTML page says it was made from: `inputs`, the command line (`opscope ARGS...`,
+// each argument quoted for a POSIX shell where it needs it) and now, in UTC (ISO 8601).
+ReportPage report_page(const std::vector<std::string>& args, std::vector<std::string> inputs);
 
 }  // namespace opscope::cli

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "opscope/result.h"
 #include "opscope/trace_analysis.h"
@@ -33,8 +34,7 @@ namespace opscope {
 void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                 std::span<const std::string> trace_paths,
                                 std::span<const std::string> out_paths,
-                                const ReportOptions& options = {},
-                                const TraceLimits& limits = {});
+                                const ReportOptions& options = {}, const TraceLimits& limits = {});
 
 // One flow arrow of the overlaid critical-path trace: from the start (or end) of one event to
 // the start (or end) of another, as HTA's overlay_critical_path_analysis draws a CPEdge.
@@ -58,11 +58,22 @@ void write_critical_path_trace(const ProfilerResult& r, const std::string& out_p
                                std::span<const std::int32_t> critical_events,
                                std::span<const CriticalPathFlow> flows, bool only_critical_events);
 
+// What an HTML page of reports says it was made from, by what command and when (every field
+// may be empty; the page then leaves it out).
+struct ReportPage {
+  std::vector<std::string> inputs;  // the trace files read
+  std::string command;              // the command line, as it was typed
+  std::string made_at;              // when, as the caller writes it (the CLI: UTC, ISO 8601)
+};
+
 // Reports as text (an aligned table each; a text over 100 bytes, such as a templated kernel's
-// name, shortened in the middle with "..."), JSON (one object: {"report": [{"column": value,
-// ...}, ...], ...}, the columns HTA's DataFrames have), CSV (a "# report" line before each
-// table when there are several) or HTML (one self-contained page: every table, and charts of
-// the temporal breakdown, idle time, kernel types and kernel durations across ranks).
-std::string format_reports(std::span<const Report> reports, ReportFormat format);
+// name, shortened in the middle with "...", keeping where names of one column that would look
+// alike differ), JSON (one object: {"report": [{"column": value, ...}, ...], ...}, the columns
+// HTA's DataFrames have), CSV (a "# report" line before each table when there are several) or
+// HTML (one self-contained page: `page`, a table of contents, every table with long names
+// clipped to three lines and whole on hover, the ops table in torch's units, and charts of the
+// temporal breakdown, idle time, kernel types and kernel durations across ranks).
+std::string format_reports(std::span<const Report> reports, ReportFormat format,
+                           const ReportPage& page = {});
 
 }  // namespace opscope

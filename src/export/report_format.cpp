@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "export/report_html.h"
+#include "export/short_names.h"
 #include "json/json_writer.h"
 #include "opscope/export.h"
 #include "opscope/report_output.h"
@@ -29,22 +30,11 @@ std::string cell_text(const ReportCell& c) {
   return std::get<std::string>(c);
 }
 
-// A cell of a text table: a text longer than kMaxTextCell bytes (a templated kernel's name runs
-// to thousands) keeps its start and end around "...", so that the table stays readable; JSON and
-// CSV keep every text whole. The cut never falls inside a UTF-8 sequence.
+// A text table's cells: a text longer than kMaxTextCell bytes (a templated kernel's name runs
+// to thousands) keeps its start and end around "...", and where two names of a column would
+// then look alike, the word where they differ (export/short_names.h), so that the table stays
+// readable and its rows distinct; JSON and CSV keep every text whole.
 constexpr std::size_t kMaxTextCell = 100;
-
-std::string text_cell(std::string s) {
-  if (s.size() <= kMaxTextCell) return s;
-  const auto continuation = [&](std::size_t i) {
-    return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
-  };
-  std::size_t head = 60;
-  while (head > 0 && continuation(head)) --head;
-  std::size_t tail = s.size() - (kMaxTextCell - 3 - 60);
-  while (tail < s.size() && continuation(tail)) ++tail;
-  return s.substr(0, head) + "..." + s.substr(tail);
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -58,11 +48,12 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-std::string format_reports(std::span<const Report> reports, ReportFormat format) {
+std::string format_reports(std::span<const Report> reports, ReportFormat format,
+                           const ReportPage& page) {
   std::string out;
   switch (format) {
     case ReportFormat::kHtml:
-      return internal::reports_html(reports);
+      return internal::reports_html(reports, page);
     case ReportFormat::kJson: {
       internal::JsonWriter w(4096);
       w.begin_object();
@@ -115,10 +106,22 @@ std::string format_reports(std::span<const Report> reports, ReportFormat format)
         for (const auto& row : r.rows) {
           cells.emplace_back();
           for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) {
-            cells.back().push_back(std::holds_alternative<std::string>(row[c])
-                                       ? text_cell(cell_text(row[c]))
-                                       : cell_text(row[c]));
-            width[c] = std::max(width[c], cells.back().back().size());
+            cells.back().push_back(cell_text(row[c]));
+          }
+        }
+        for (std::size_t c = 0; c < width.size(); ++c) {
+          std::vector<std::string> texts;
+          for (std::size_t i = 0; i < cells.size(); ++i) {
+            if (c < cells[i].size() && std::holds_alternative<std::string>(r.rows[i][c])) {
+              texts.push_back(cells[i][c]);
+            }
+          }
+          const std::vector<std::string> shown =
+              internal::shortened_names(texts, kMaxTextCell, "...");
+          for (std::size_t i = 0, k = 0; i < cells.size(); ++i) {
+            if (c >= cells[i].size()) continue;
+            if (std::holds_alternative<std::string>(r.rows[i][c])) cells[i][c] = shown[k++];
+            width[c] = std::max(width[c], cells[i][c].size());
           }
         }
         const auto line = [&](const std::vector<std::string>& v, bool header) {

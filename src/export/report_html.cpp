@@ -7,7 +7,6 @@
 // across ranks. Every report also comes as a table with every row, so nothing is only in a
 // picture.
 #include "export/report_html.h"
-#include "opscope/report_output.h"
 
 #include <fmt/format.h>
 
@@ -23,6 +22,9 @@
 #include <vector>
 
 #include "analysis/report_catalog.h"
+#include "export/short_names.h"
+#include "opscope/key_averages.h"
+#include "opscope/report_output.h"
 
 namespace opscope::internal {
 namespace {
@@ -56,6 +58,12 @@ std::string amount(double v) {
   return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v);
 }
 
+// Characters (UTF-8 sequences) in s.
+std::size_t characters(std::string_view s) {
+  return static_cast<std::size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 std::optional<std::size_t> column(const Report& r, std::string_view name) {
   for (std::size_t c = 0; c < r.columns.size(); ++c) {
     if (r.columns[c] == name) return c;
@@ -81,43 +89,59 @@ std::string text(const ReportCell& cell) {
   return std::get<std::string>(cell);
 }
 
-// Names that do not fit a chart's label column keep their start and end.
-std::string shortened(const std::string& s, std::size_t max) {
-  if (s.size() <= max) return s;
-  return s.substr(0, max / 2 - 1) + "…" + s.substr(s.size() - (max / 2 - 1));
-}
-
 // Horizontal bars, one per label, each stacked from `parts` (values in one unit), with a
 // legend; the widest bar fills the plot.
 void stacked_bars(std::string& html, std::string_view title, std::string_view unit,
                   const std::vector<std::string>& labels,
                   const std::vector<std::vector<double>>& values,
                   std::span<const ChartPart> parts) {
-  constexpr int kLabelWidth = 260, kPlotWidth = 600, kBar = 22, kGap = 8, kTop = 30;
-  const int legend_y = kTop + static_cast<int>(labels.size()) * (kBar + kGap) + 10;
-  const int height = legend_y + 40;
+  constexpr int kPlotWidth = 600, kBar = 22, kGap = 8, kTop = 30;
+  // Labels that do not fit keep their start, end and what tells them apart. They are set in
+  // monospace, whose advance is known (0.6 em: 7.2 px at 12 px), so that the label column is as
+  // wide as its longest label and none is clipped on the left ("MPUTATION overlapping
+  // COMMUNICATION" was).
+  const std::vector<std::string> shown = shortened_names(labels, 60, "…");
+  std::size_t longest = 0;
+  for (const std::string& l : shown) longest = std::max(longest, characters(l));
+  const int label_width = std::max(120, static_cast<int>(std::ceil(7.2 * longest)) + 16);
+  // The value after each bar: its total, or, for shares of one whole in percent (the temporal
+  // breakdown's compute, non-compute and idle always add to 100 %), each part's share.
+  const bool shares = unit == "%" && parts.size() > 1;
+  std::vector<std::string> ends;
+  std::size_t longest_end = 0;
   double widest = 0;
   for (const auto& row : values) {
+    std::string end;
     double sum = 0;
-    for (const double v : row) sum += std::max(v, 0.0);
+    for (std::size_t p = 0; p < parts.size() && p < row.size(); ++p) {
+      const double v = std::max(row[p], 0.0);
+      sum += v;
+      if (shares) end += fmt::format("{}{} {} {}", p ? ", " : "", parts[p].name, amount(v), unit);
+    }
+    if (!shares) end = fmt::format("{} {}", amount(sum), unit);
     widest = std::max(widest, sum);
+    longest_end = std::max(longest_end, characters(end));
+    ends.push_back(std::move(end));
   }
   if (widest <= 0) widest = 1;
+  const int legend_y = kTop + static_cast<int>(labels.size()) * (kBar + kGap) + 10;
+  const int height = legend_y + 40;
   auto out = std::back_inserter(html);
   fmt::format_to(out,
                  "<svg class=\"chart\" width=\"{}\" height=\"{}\" role=\"img\" "
                  "aria-label=\"{}\">\n<text x=\"0\" y=\"18\" class=\"title\">{}</text>\n",
-                 kLabelWidth + kPlotWidth + 120, height, escaped(title), escaped(title));
+                 label_width + kPlotWidth + 24 + static_cast<int>(7.5 * longest_end), height,
+                 escaped(title), escaped(title));
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const int y = kTop + static_cast<int>(i) * (kBar + kGap);
-    fmt::format_to(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLabelWidth - 8,
-                   y + kBar - 6, escaped(shortened(labels[i], 40)));
-    double x = kLabelWidth;
-    double sum = 0;
+    fmt::format_to(out,
+                   "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\"><title>{}</title>"
+                   "{}</text>\n",
+                   label_width - 8, y + kBar - 6, escaped(labels[i]), escaped(shown[i]));
+    double x = label_width;
     for (std::size_t p = 0; p < parts.size() && p < values[i].size(); ++p) {
       const double v = std::max(values[i][p], 0.0);
       const double w = v / widest * kPlotWidth;
-      sum += v;
       if (w > 0) {
         fmt::format_to(out,
                        "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
@@ -127,10 +151,10 @@ void stacked_bars(std::string& html, std::string_view title, std::string_view un
       }
       x += w;
     }
-    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\">{} {}</text>\n", x + 6, y + kBar - 6,
-                   amount(sum), escaped(unit));
+    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{}\" class=\"value\">{}</text>\n", x + 6,
+                   y + kBar - 6, escaped(ends[i]));
   }
-  int lx = kLabelWidth;
+  int lx = label_width;
   for (const ChartPart& p : parts) {
     fmt::format_to(out,
                    "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>"
@@ -232,14 +256,18 @@ void boxes_chart(std::string& html, const Report& r, const ReportChart& c, const
                  "max)</text>\n",
                  kLabelWidth + kPlotWidth + 120, height, escaped(c.title), escaped(c.title),
                  escaped(c.unit));
+  // A kernel's title keeps its start, end and what tells it from the others (templated kernels
+  // differ in the middle); the full name is its tooltip.
+  const std::vector<std::string> titles = shortened_names(kernels, 110, "…");
   int y = 30;
-  for (const auto& k : kernels) {
+  for (std::size_t g = 0; g < kernels.size(); ++g) {
+    const std::string& k = kernels[g];
     double top = 0;
     for (const auto* row : rows_of[k]) top = std::max(top, number((*row)[at.max]));
     if (top <= 0) top = 1;
     const auto X = [&](double v) { return kLabelWidth + v / top * kPlotWidth; };
-    fmt::format_to(out, "<text x=\"0\" y=\"{}\" class=\"kernel\">{}</text>\n", y + 12,
-                   escaped(shortened(k, 110)));
+    fmt::format_to(out, "<text x=\"0\" y=\"{}\" class=\"kernel\"><title>{}</title>{}</text>\n",
+                   y + 12, escaped(k), escaped(titles[g]));
     y += 18;
     for (const auto* row : rows_of[k]) {
       const auto& cells = *row;
@@ -287,17 +315,80 @@ void chart(std::string& html, const Report& r) {
   }
 }
 
+// A header breaks after its underscores (control_total_duration), so that a table of many
+// long headers fits its page.
+std::string header(std::string_view name) {
+  std::string out = escaped(name);
+  for (std::size_t at = out.find('_'); at != std::string::npos; at = out.find('_', at + 6)) {
+    out.insert(at + 1, "<wbr>");
+  }
+  return out;
+}
+
+// The ops table shows its times and bytes as torch's key_averages().table() prints them
+// (2.135s, 815.420ms, 12.000us; 1.50 Mb), its share as 12.34%, with the raw value on hover;
+// its header loses the unit the cells now carry. Other tables keep their columns' units.
+enum class Unit { kAsIs, kMicroseconds, kBytes, kPercent };
+
+Unit unit_of(const Report& r, std::string_view column) {
+  if (r.name != "ops") return Unit::kAsIs;
+  if (column.ends_with(" (us)")) return Unit::kMicroseconds;
+  if (column.ends_with(" (B)")) return Unit::kBytes;
+  if (column.ends_with(" %")) return Unit::kPercent;
+  return Unit::kAsIs;
+}
+
+std::string header_of(std::string_view column, Unit unit) {
+  if (unit == Unit::kMicroseconds) column.remove_suffix(5);
+  if (unit == Unit::kBytes) column.remove_suffix(4);
+  return header(column);
+}
+
+std::string number_cell(const ReportCell& cell, Unit unit) {
+  const std::string raw = text(cell);
+  if (unit == Unit::kAsIs || std::holds_alternative<std::string>(cell) || raw == "NaN") {
+    return fmt::format("<td class=\"n\">{}</td>", escaped(raw));
+  }
+  std::string shown;
+  std::string_view raw_unit;
+  if (unit == Unit::kMicroseconds) {
+    shown = format_time_us(number(cell));
+    raw_unit = " us";
+  } else if (unit == Unit::kBytes) {
+    shown = format_memory(static_cast<std::int64_t>(std::llround(number(cell))));
+    raw_unit = " B";
+  } else {
+    shown = fmt::format("{:.2f}%", number(cell));
+  }
+  return fmt::format("<td class=\"n\" title=\"{}{}\">{}</td>", escaped(raw), raw_unit,
+                     escaped(shown));
+}
+
+// A text longer than this many bytes (a templated kernel's name runs to thousands) is clipped
+// to a few lines of its column, whole in the page and on hover.
+constexpr std::size_t kLongText = 48;
+
 void table(std::string& html, const Report& r) {
   auto out = std::back_inserter(html);
+  std::vector<Unit> units;
   html += "<table>\n<thead><tr>";
-  for (const std::string& c : r.columns) fmt::format_to(out, "<th>{}</th>", escaped(c));
+  for (const std::string& c : r.columns) {
+    units.push_back(unit_of(r, c));
+    fmt::format_to(out, "<th>{}</th>", header_of(c, units.back()));
+  }
   html += "</tr></thead>\n<tbody>\n";
   for (const auto& row : r.rows) {
     html += "<tr>";
-    for (const ReportCell& cell : row) {
-      fmt::format_to(out, "<td{}>{}</td>",
-                     std::holds_alternative<std::string>(cell) ? "" : " class=\"n\"",
-                     escaped(text(cell)));
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const ReportCell& cell = row[c];
+      if (!std::holds_alternative<std::string>(cell)) {
+        html += number_cell(cell, c < units.size() ? units[c] : Unit::kAsIs);
+      } else if (const std::string& s = std::get<std::string>(cell); s.size() > kLongText) {
+        fmt::format_to(out, "<td class=\"long\"><div class=\"clip\" title=\"{0}\">{0}</div></td>",
+                       escaped(s));
+      } else {
+        fmt::format_to(out, "<td>{}</td>", escaped(s));
+      }
     }
     html += "</tr>\n";
   }
@@ -310,24 +401,63 @@ void table(std::string& html, const Report& r) {
 
 }  // namespace
 
-std::string reports_html(std::span<const Report> reports) {
+std::string reports_html(std::span<const Report> reports, const ReportPage& page) {
   std::string html;
   html.reserve(64 * 1024);
+  // A long name is clipped within its column (a few lines, broken anywhere: mangled names have
+  // no spaces), so that the numbers beside it stay on the page; the cell's title holds it whole.
   html +=
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>opscope analyze</title>\n<style>\n"
       "body{font:14px sans-serif;margin:24px;color:#222}\n"
       "h2{margin-top:32px}\n"
+      "dl.about{display:grid;grid-template-columns:max-content auto;gap:2px 12px}\n"
+      "dl.about dd{margin:0;overflow-wrap:anywhere}\n"
+      "nav ul{columns:3;padding-left:20px}\n"
       "svg.chart{display:block;margin:12px 0;font:12px sans-serif}\n"
       "svg .title{font-weight:bold;font-size:14px}\n"
-      "svg .kernel{font-family:monospace}\n"
+      "svg .kernel,svg .label{font-family:monospace}\n"
       "table{border-collapse:collapse;margin:8px 0}\n"
-      "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}\n"
-      "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+      "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top}\n"
+      "td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"
+      "td.long{min-width:24ch}\n"
+      "div.clip{max-width:48ch;overflow:hidden;overflow-wrap:anywhere;display:-webkit-box;"
+      "-webkit-box-orient:vertical;-webkit-line-clamp:3}\n"
       "</style>\n</head>\n<body>\n<h1>opscope analyze</h1>\n";
   auto out = std::back_inserter(html);
+  if (!page.inputs.empty() || !page.command.empty() || !page.made_at.empty()) {
+    html += "<dl class=\"about\">\n";
+    if (!page.command.empty()) {
+      fmt::format_to(out, "<dt>command</dt><dd><code>{}</code></dd>\n", escaped(page.command));
+    }
+    if (!page.made_at.empty()) {
+      fmt::format_to(out, "<dt>made</dt><dd>{}</dd>\n", escaped(page.made_at));
+    }
+    for (std::size_t i = 0; i < page.inputs.size(); ++i) {
+      fmt::format_to(out, "<dt>{}</dt><dd>{}</dd>\n", i == 0 ? "input" : "",
+                     escaped(page.inputs[i]));
+    }
+    html += "</dl>\n";
+  }
+  // The contents: a link to each table (the page of every report runs to megabytes). Two
+  // tables of one name (the same report asked twice) get distinct anchors.
+  std::vector<std::string> anchors;
+  std::map<std::string, int> seen;
   for (const Report& r : reports) {
-    fmt::format_to(out, "<section id=\"{}\">\n<h2>{}</h2>\n", escaped(r.name), escaped(r.name));
+    const int n = seen[r.name]++;
+    anchors.push_back(n == 0 ? r.name : fmt::format("{}-{}", r.name, n + 1));
+  }
+  if (reports.size() > 1) {
+    html += "<nav>\n<h2>Contents</h2>\n<ul>\n";
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      fmt::format_to(out, "<li><a href=\"#{}\">{}</a> ({} rows)</li>\n", escaped(anchors[i]),
+                     escaped(reports[i].name), reports[i].rows.size());
+    }
+    html += "</ul>\n</nav>\n";
+  }
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const Report& r = reports[i];
+    fmt::format_to(out, "<section id=\"{}\">\n<h2>{}</h2>\n", escaped(anchors[i]), escaped(r.name));
     chart(html, r);
     table(html, r);
     html += "</section>\n";

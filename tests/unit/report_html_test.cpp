@@ -72,10 +72,13 @@ TEST(ReportHtml, OnePageWithEveryRowEscapedAndNothingFetched) {
   const std::string html = format_reports(reports, ReportFormat::kHtml);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("<meta charset=\"utf-8\">"), std::string::npos);
-  for (const char* needle : {"http:", "https:", "<script", "<link", "<img", "<iframe",
-                             "src=", "href=", "url(", "@import"}) {
+  for (const char* needle :
+       {"http:", "https:", "<script", "<link", "<img", "<iframe", "src=", "url(", "@import"}) {
     EXPECT_EQ(html.find(needle), std::string::npos) << needle;
   }
+  // Links only within the page (its table of contents).
+  EXPECT_EQ(occurrences(html, "href="), occurrences(html, "href=\"#"));
+  EXPECT_EQ(occurrences(html, "href=\"#"), reports.size());
   // Every row of every table (a header row each, then its rows).
   std::size_t rows = 0;
   for (const Report& r : reports) rows += 1 + r.rows.size();
