@@ -7,7 +7,6 @@
 // across ranks. Every report also comes as a table with every row, so nothing is only in a
 // picture.
 #include "export/report_html.h"
-#include "opscope/report_output.h"
 
 #include <fmt/format.h>
 
@@ -23,6 +22,8 @@
 #include <vector>
 
 #include "analysis/report_catalog.h"
+#include "opscope/report_output.h"
+#include "util/number_text.h"
 
 namespace opscope::internal {
 namespace {
@@ -53,7 +54,7 @@ std::string escaped(std::string_view s) {
 
 // A chart's value label: whole units from 100 up, else two decimals.
 std::string amount(double v) {
-  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v);
+  return internal::unsigned_zero(v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v));
 }
 
 std::optional<std::size_t> column(const Report& r, std::string_view name) {
@@ -76,7 +77,7 @@ std::string text(const ReportCell& cell) {
     std::string s = fmt::format("{:.3f}", *d);
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();
-    return s;
+    return internal::unsigned_zero(std::move(s));
   }
   return std::get<std::string>(cell);
 }

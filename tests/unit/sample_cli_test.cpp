@@ -180,7 +180,7 @@ TEST(SampleCli, HelpExplainsEveryFlagAndTheExitCodes) {
   EXPECT_EQ(run({"sample", "--help"}, out, err), kExitOk);
   EXPECT_EQ(out.str(), sample_help());
   EXPECT_EQ(run({"nope"}, out, err), kExitUsage);
-  EXPECT_TRUE(has(err.str(), "allowed: activities, analyze, daemon, merge, sample, trace"))
+  EXPECT_TRUE(has(err.str(), "allowed: activities, analyze, completion, daemon, merge, sample, trace"))
       << err.str();
 }
 
@@ -333,7 +333,13 @@ TEST_F(SampleCliRun, TheCommandRunsOnlyOnceTheSamplerSamples) {
                            std::to_string(log_->request.pid) + ")\n3 samples of 'cpu-clock'"))
       << out;
   EXPECT_TRUE(has(out, "cycles is not supported here")) << out;  // the fallback reason
-  EXPECT_TRUE(has(out, "inner")) << out;                         // the top function (--top 1)
+  // The top function by Total (--top 1): main, under which every sample was taken (issue 38:
+  // the table listed the leaves only, Total equal to Self).
+  EXPECT_TRUE(has(out, "       0    0.0%        3  100.0%  main\n")) << out;
+  // Said while it runs, not only at the end (issue 38).
+  EXPECT_TRUE(has(err_.str(), "opscope sample: sampling `sh -c")) << err_.str();
+  EXPECT_TRUE(has(err_.str(), "at 123 Hz; the profile follows when it ends")) << err_.str();
+  EXPECT_TRUE(has(err_.str(), "ended; reading its samples")) << err_.str();
   EXPECT_TRUE(has(out, "collapsed stacks: " + dir_.file("out.folded") + "\n")) << out;
   const std::string folded = testing::read_file(dir_.file("out.folded"));
   EXPECT_TRUE(has(folded, "main;middle;inner 2\n")) << folded;
@@ -649,7 +655,7 @@ TEST(SampleCliBinary, CtrlCAtATerminalEndsTheCommandAndTheProfileIsPrinted) {
     }
     return has(screen, want);
   };
-  const bool ready = read_until("ready");
+  const bool ready = read_until("\nready");
   EXPECT_TRUE(ready) << screen;
   if (ready) EXPECT_EQ(::write(terminal, "\x03", 1), 1);  // the terminal's VINTR: Ctrl-C
   EXPECT_TRUE(read_until("collapsed stacks: " + folded)) << screen;
