@@ -180,7 +180,8 @@ TEST(SampleCli, HelpExplainsEveryFlagAndTheExitCodes) {
   EXPECT_EQ(run({"sample", "--help"}, out, err), kExitOk);
   EXPECT_EQ(out.str(), sample_help());
   EXPECT_EQ(run({"nope"}, out, err), kExitUsage);
-  EXPECT_TRUE(has(err.str(), "allowed: activities, analyze, completion, daemon, merge, sample, trace"))
+  EXPECT_TRUE(
+      has(err.str(), "allowed: activities, analyze, completion, daemon, merge, sample, trace"))
       << err.str();
 }
 
@@ -536,7 +537,6 @@ TEST_F(SampleCliRun, ATerminalsCtrlCIsNotPassedOnTwice) {
 
 // ---- The `opscope` binary as a real process.
 
-
 // The binary uses the same perf as the in-process probe ($OPSCOPE_PERF, else perf).
 #define SKIP_UNLESS_PERF_SAMPLES() \
   if (const std::string& why = testing::perf_unavailable_reason(); !why.empty()) GTEST_SKIP() << why
@@ -563,6 +563,31 @@ TEST(SampleCliBinary, AFailingPerfIsReportedAndTheCommandNeverRuns) {
       shell(kCli + " sample --perf " + dir.file("no-such-perf") + " -- true");
   EXPECT_EQ(missing, 1) << why;
   EXPECT_TRUE(has(why, dir.file("no-such-perf"))) << why;
+}
+
+// A perf that always loses the race with the command's threads is started six times; what it
+// said is shown once, not once per attempt (issue 38: "[opscope: relaunching perf record]"
+// five times, each attempt's lines again).
+TEST(SampleCliBinary, PerfsRepeatedAttemptsAreShownOnce) {
+  testing::TempDir dir;
+  const std::string perf = dir.file("racy-perf");
+  std::ofstream(perf) << "#!/bin/sh\n"
+                         "echo \"Couldn't create thread/CPU maps: No such process\" >&2\n"
+                         "exit 1\n";
+  fs::permissions(perf, fs::perms::owner_all);
+  const auto [code, output] = shell(kCli + " sample --perf " + perf + " --timeout 10 -- true");
+  EXPECT_EQ(code, 1) << output;
+  const auto count = [&](const std::string& part) {
+    std::size_t n = 0;
+    for (std::size_t at = output.find(part); at != std::string::npos;
+         at = output.find(part, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("No such process"), 1u) << output;
+  EXPECT_EQ(count("relaunching"), 0u) << output;
+  EXPECT_EQ(count("perf record was started 6 times; each of its lines once"), 1u) << output;
 }
 
 TEST(SampleCliBinary, BadFlagsExit2NamingTheFlag) {
