@@ -84,7 +84,7 @@ prints reports with the meaning and the column names of Holistic Trace Analysis.
                      were. With one trace OUT is the file (gzip for a name ending in .gz);
                      with several it is a directory (made when missing) that gets
                      <name>_with_counters.json or .json.gz for each. Without --report, no
-                     report is printed
+                     report is printed. A line on standard error says what was written
   --threads N        threads to read the traces with (default: one per core): a trace
                      to each, and with more threads than traces, a plain trace's pieces
                      parsed on two or a gzip trace inflated beside its reading;
@@ -197,10 +197,14 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
         if (std::none_of(kinds.begin(), kinds.end(),
                          [&](const ReportKind& k) { return k.name == name; })) {
           std::string allowed;
-          for (const ReportKind& k : kinds)
+          std::vector<std::string> names;
+          for (const ReportKind& k : kinds) {
             allowed += (allowed.empty() ? "" : ", ") + std::string(k.name);
+            names.emplace_back(k.name);
+          }
+          names.emplace_back("all");
           throw UsageError("--report expects names from: " + allowed + ", or all; got '" + name +
-                           "'");
+                           "'" + did_you_mean(name, names));
         }
         a.reports.push_back(name);
         at = comma + 1;
@@ -289,15 +293,21 @@ AnalyzeArgs parse_analyze(const std::vector<std::string>& args) {
 // Where --augment writes the traces with counters: OUT itself for one trace; for several, OUT
 // is a directory and each trace goes there as <its name without .json or .json.gz>
 // _with_counters.json, or .json.gz when it was gzip (HTA's names). The directory is made when
-// missing, and removed again when the writing fails and leaves it empty.
-void write_augmented(const std::vector<std::string>& files,
-                     const std::vector<std::shared_ptr<const ProfilerResult>>& ranks,
-                     const std::string& out, const ReportOptions& options,
-                     const TraceLimits& limits) {
+// missing, and removed again when the writing fails and leaves it empty. Returns the line that
+// says what was written.
+std::string write_augmented(const std::vector<std::string>& files,
+                            const std::vector<std::shared_ptr<const ProfilerResult>>& ranks,
+                            const std::string& out, const ReportOptions& options,
+                            const TraceLimits& limits) {
   namespace fs = std::filesystem;
+  const auto events = [](std::size_t n) {
+    return std::to_string(n) + " counter event" + (n == 1 ? "" : "s");
+  };
   if (files.size() == 1) {
-    write_traces_with_counters(ranks, files, std::vector<std::string>{out}, options, limits);
-    return;
+    const std::vector<std::size_t> written =
+        write_traces_with_counters(ranks, files, std::vector<std::string>{out}, options, limits);
+    return "opscope analyze: wrote " + out + ": " + files[0] + " with " + events(written[0]) +
+           " (Queue Length, Memcpy BW) after its own events\n";
   }
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
@@ -321,12 +331,19 @@ void write_augmented(const std::vector<std::string>& files,
   }
   const bool made = fs::create_directory(out, ec);
   if (ec) throw Error("--augment: cannot make directory " + out + ": " + ec.message());
+  std::vector<std::size_t> written;
   try {
-    write_traces_with_counters(ranks, files, paths, options, limits);
+    written = write_traces_with_counters(ranks, files, paths, options, limits);
   } catch (const Error&) {
     if (made) fs::remove(out, ec);  // only when still empty
     throw;
   }
+  std::size_t total = 0;
+  for (const std::size_t n : written) total += n;
+  return "opscope analyze: wrote " + std::to_string(files.size()) +
+         " traces with counters (Queue Length, Memcpy BW) into " + out + ", " + events(total) +
+         " in all, from " + fs::path(paths.front()).filename().string() + " to " +
+         fs::path(paths.back()).filename().string() + "\n";
 }
 
 // One line on stderr naming the ranks whose last profiler step the reports leave out (each
@@ -412,7 +429,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     err << last_step_note(a, ranks);
     err << no_gpu_note(a, ranks, files);
-    if (!a.augment.empty()) write_augmented(files, ranks, a.augment, a.options, a.limits);
+    // Said on standard error, so that standard output stays the reports alone.
+    if (!a.augment.empty()) err << write_augmented(files, ranks, a.augment, a.options, a.limits);
     if (a.reports.empty()) return kExitOk;  // --augment alone: nothing to print
     std::vector<Report> reports;
     for (const std::string& name : a.reports) {

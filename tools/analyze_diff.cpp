@@ -54,6 +54,9 @@ std::vector<std::int64_t> parse_int_list(const std::string& flag, const std::str
 
 DiffArgs parse_diff(const std::vector<std::string>& args) {
   DiffArgs a;
+  // A person comparing iteration 4 with 5 compares one step with another (--steps-by-name:
+  // HTA's rows, #4 deleted and #5 added).
+  a.options.match_steps_by_position = true;
   std::vector<std::string> paths;
   if (wants_help(args, 2)) {
     a.help = true;
@@ -86,6 +89,9 @@ DiffArgs parse_diff(const std::vector<std::string>& args) {
       } else {
         throw UsageError("--device expects cpu, gpu or all, got '" + d + "'");
       }
+    } else if (arg == "--steps-by-name") {
+      it.no_value(arg);
+      a.options.match_steps_by_position = false;
     } else if (arg == "--short-names") {
       it.no_value(arg);
       a.options.short_names = true;
@@ -155,6 +161,7 @@ std::string analyze_diff_help() {
   return R"(usage: opscope analyze diff CONTROL TEST [--control-rank R] [--test-rank R]
                             [--control-iteration N] [--test-iteration N]
                             [--device cpu|gpu|all] [--short-names] [--labels C,T]
+                            [--steps-by-name]
                             [--format text|json|csv|html] [--output FILE]
                             [--times ns|hta|hta-float]
 
@@ -170,6 +177,10 @@ and what changed.
   --control-iteration N  the ProfilerStep#N iterations compared, N or N,N,... (default: the
   --test-iteration N     smallest of that side). An event belongs to the step its start lies
                          in; GPU work belongs to the step of the call that launched it
+                         The step spans are matched by position: iterations 4 and 5
+                         compared give one row, ProfilerStep#4 (Test #5)
+  --steps-by-name        match the step spans by name, as HTA does (ProfilerStep#4
+                         deleted, ProfilerStep#5 added)
   --device D             cpu (events without a stream), gpu (kernels, copies, sets and
                          waits on streams) or all (default)
   --short-names          group by the name without return type, template and function

@@ -31,6 +31,12 @@ const std::vector<const Subcommand*>& subcommands() {
   return table;
 }
 
+}  // namespace
+
+std::vector<const Subcommand*> subcommand_table() { return subcommands(); }
+
+namespace {
+
 const Subcommand* find_subcommand(const std::string& name) {
   for (const Subcommand* s : subcommands()) {
     if (name == s->name) return s;
@@ -44,6 +50,23 @@ std::size_t flags_end(const std::vector<std::string>& args) {
   if (args.size() > 1 && args[0] == "analyze" && args[1] == "diff") return 1;
   if (args.empty() || args[0] != "sample") return args.size();
   return static_cast<std::size_t>(std::find(args.begin(), args.end(), "--") - args.begin());
+}
+
+// The command a usage error is about, as its help is asked for: "analyze diff" for
+// `opscope analyze diff ...` (a command of its own, with its own --help), else the subcommand's
+// name; empty when args[0] names none.
+std::string command_of(const std::vector<std::string>& args) {
+  if (args.empty() || find_subcommand(args[0]) == nullptr) return {};
+  if (args.size() > 1 && args[0] == "analyze" && args[1] == "diff") return "analyze diff";
+  return args[0];
+}
+
+// A usage error's two lines: what is wrong, and where the flags are explained.
+void print_usage_error(const std::vector<std::string>& args, const UsageError& e,
+                       std::ostream& err) {
+  const std::string command = command_of(args);
+  err << "opscope " << (command.empty() ? args[0] : command) << ": " << e.what() << "\n"
+      << "Run `opscope " << (command.empty() ? "" : command + " ") << "--help` for the flags.\n";
 }
 
 }  // namespace
@@ -89,9 +112,13 @@ Command parse(const std::vector<std::string>& args) {
   const Subcommand* sub = find_subcommand(args[0]);
   if (sub == nullptr) {
     std::string names;
-    for (const Subcommand* s : subcommands())
+    std::vector<std::string> known = {"help", "version"};
+    for (const Subcommand* s : subcommands()) {
       names += std::string(names.empty() ? "" : ", ") + s->name;
-    throw UsageError("unknown command '" + args[0] + "'; allowed: " + names + " (see --help)");
+      known.emplace_back(s->name);
+    }
+    throw UsageError("unknown command '" + args[0] + "'" + did_you_mean(args[0], known) +
+                     "; allowed: " + names + " (see --help)");
   }
   if (wants_help(args, 1, flags_end(args))) {
     c.help = sub->help();
@@ -116,9 +143,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       err << main_help();
       return kExitUsage;
     }
-    const bool known = find_subcommand(args[0]) != nullptr;
-    err << "opscope " << args[0] << ": " << e.what() << "\n"
-        << "Run `opscope " << (known ? args[0] + " " : "") << "--help` for the flags.\n";
+    print_usage_error(args, e, err);
     return kExitUsage;
   }
   switch (c.kind) {
@@ -135,8 +160,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       try {
         return c.runner->run(c.args, out, err);
       } catch (const UsageError& e) {
-        err << "opscope " << args[0] << ": " << e.what() << "\n"
-            << "Run `opscope " << args[0] << " --help` for the flags.\n";
+        print_usage_error(args, e, err);
         return kExitUsage;
       } catch (const std::bad_alloc&) {
         // Reading a trace names its file (opscope::Error); this is what is left, the reports

@@ -94,6 +94,10 @@ struct Subcommand {
   int (*run)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 };
 
+// Every `opscope <name>`, in `opscope --help`'s order (the completion and the man page list
+// them from here).
+std::vector<const Subcommand*> subcommand_table();
+
 // Parses argv without the program name. Throws UsageError; no arguments at all is one (the
 // usage is printed and the exit code is 2). `--version` and `--help` are kHelp commands.
 Command parse(const std::vector<std::string>& args);
@@ -122,6 +126,16 @@ int run_daemon(const DaemonArgs& args, std::ostream& out, std::ostream& err);
 // thread that may (the child only reads a pipe and execs before anything else).
 int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
                std::shared_ptr<Sampler> sampler = nullptr);
+
+// What `opscope sample --kernel` says before it runs when perf will leave the kernel frames out
+// (perf_event_paranoid above 1 and neither root nor CAP_PERFMON); empty when it may record them.
+std::string kernel_permission_note(int paranoid, bool privileged);
+
+// `opscope completion SHELL`'s text: a bash or zsh completion script, or ("man") the manual
+// page in roff; made from main_help() and every command's help. Throws UsageError otherwise.
+std::string completion_text(const std::string& shell);
+// A help text escaped for roff's no-fill mode, as the manual page holds it.
+std::string roff_text(const std::string& text);
 
 // The whole command line: parse, then run; usage errors print to `err` and return 2.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

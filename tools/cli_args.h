@@ -65,6 +65,15 @@ TraceArgs parse_trace(Args& a);
 // `flags` are the arguments between "sample" and "--"; `command` is everything after "--".
 SampleArgs parse_sample(const std::vector<std::string>& flags, std::vector<std::string> command);
 
+// The one of `candidates` nearest to `typed` by edit distance (insertions, deletions,
+// substitutions and swaps of two neighbours each count one), when it is near enough to be a
+// slip of the keyboard: at most 2 edits, and fewer than half of the typed name's letters.
+// Empty when none is, or when two are equally near.
+std::string nearest_name(const std::string& typed, const std::vector<std::string>& candidates);
+
+// " (did you mean 'NAME'?)" for nearest_name(), or "" when there is none.
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& candidates);
+
 // True when --help or -h is among args[start, end).
 bool wants_help(const std::vector<std::string>& args, std::size_t start,
                 std::size_t end = std::string::npos);

@@ -15,8 +15,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -52,8 +55,10 @@ what to sample:
                      command keeps running and opscope waits for it
 
 output:
-  --top N            print the N functions with the most self samples, 1 to 100000
-                     (default: 20)
+  --top N            print the N functions with the most samples in all (Total: the
+                     samples with the function anywhere in the stack, the functions it
+                     calls included, so main and its callers are listed), with their own
+                     (Self), 1 to 100000 (default: 20)
   --output PATH      where the collapsed stacks go, one "frame;frame;... count" line per stack,
                      gzipped when PATH ends in .gz (default: opscope-sample-<pid>.folded in the
                      current directory, <pid> being the command's process id)
@@ -348,7 +353,36 @@ int exit_code_of(int status) {
   return kExitFailure;
 }
 
+// Whether this process may record kernel frames whatever perf_event_paranoid says: root, or
+// CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in its effective set.
+bool may_record_kernel() {
+  if (::geteuid() == 0) return true;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const std::uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caps >> 38 & 1) != 0 || (caps >> 21 & 1) != 0;
+  }
+  return false;
+}
+
+int read_perf_event_paranoid() {
+  std::ifstream in("/proc/sys/kernel/perf_event_paranoid");
+  int value = 2;
+  in >> value;
+  return value;
+}
+
 }  // namespace
+
+std::string kernel_permission_note(int paranoid, bool privileged) {
+  if (privileged || paranoid <= 1) return {};
+  return "opscope sample: --kernel: kernel.perf_event_paranoid is " + std::to_string(paranoid) +
+         " and opscope runs without root or CAP_PERFMON, so perf records user-space frames "
+         "only: kernel frames need perf_event_paranoid 1 or lower (as root: `sysctl -w "
+         "kernel.perf_event_paranoid=1`) or CAP_PERFMON\n";
+}
 
 int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
                std::shared_ptr<Sampler> sampler) {
@@ -372,6 +406,12 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
           << path.parent_path().string() << "' does not exist\n";
       return kExitUsage;
     }
+  }
+
+  // perf quietly leaves the kernel out where it may not record it: said before, not found
+  // missing after.
+  if (args.include_kernel) {
+    err << kernel_permission_note(read_perf_event_paranoid(), may_record_kernel()) << std::flush;
   }
 
   std::optional<PausedCommand> child;
@@ -398,6 +438,13 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
 
   std::optional<int> status;
   std::string profile_error;  // why the samples are missing, when they are
+  // Said while it runs, so that a long command does not look like a hung opscope.
+  err << "opscope sample: sampling " << name << " (pid " << pid << ") at "
+      << (args.period != 0 ? "one sample per " + std::to_string(args.period) + " events"
+                           : std::to_string(args.frequency_hz) + " Hz")
+      << "; the profile follows when it ends" << (args.duration_s ? " or --duration passes" : "")
+      << "\n"
+      << std::flush;
   {
     SignalForwarder forwarder(pid);
     const int exec_errno = child->release();
@@ -439,6 +486,7 @@ int run_sample(const SampleArgs& args, std::ostream& out, std::ostream& err,
   }
 
   if (profile_error.empty()) {
+    err << "opscope sample: " << name << " ended; reading its samples\n" << std::flush;
     try {
       session->stop(timeout);
       const SampleProfile profile = SampleProfile::build(session->samples(timeout));

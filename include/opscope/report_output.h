@@ -8,6 +8,7 @@
 // temporary name and renamed when complete.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <span>
 #include <string>
@@ -30,8 +31,9 @@ namespace opscope {
 // as it was; the output is gzip when its name ends in ".gz" (HTA gzips whatever the name).
 // Each file is written under a temporary name and all are renamed at the end, so on failure
 // (an Error naming the file and the reason) no output is left half written. The files are read
-// again within `limits`, as the ranks were read.
-void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+// again within `limits`, as the ranks were read. Returns how many counter events each file
+// got.
+std::vector<std::size_t> write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
                                 std::span<const std::string> trace_paths,
                                 std::span<const std::string> out_paths,
                                 const ReportOptions& options = {}, const TraceLimits& limits = {});

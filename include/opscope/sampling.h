@@ -140,7 +140,8 @@ class SampleProfile {
   // Writes collapsed_stacks() to `path` (gzip when it ends in ".gz"), under a temporary name
   // renamed when complete. Throws opscope::Error naming the path and the reason.
   void write_collapsed_stacks(const std::string& path) const;
-  // A text table of the top `n` functions by self samples, with their share of all samples.
+  // A text table of the top `n` functions by total samples (those with the function anywhere
+  // in the stack: its callees' included), with their self samples, and their shares of all.
   std::string summary(std::size_t n = 20) const;
 
  private:

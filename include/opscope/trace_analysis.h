@@ -187,6 +187,12 @@ struct DiffOptions {
   bool short_names = false;      // group by HTA's shorten_name (no arguments, no templates)
   std::string control_label = "Control";  // the column prefixes ("Control_counts")
   std::string test_label = "Test";
+  // The step spans themselves (ProfilerStep#N, and the GPU's copy of the annotation) are
+  // matched by position among the iterations compared: with iterations 4 of the control and 5
+  // of the test, both are one row, "ProfilerStep#4 (Test #5)", unchanged when they ran once
+  // each. HTA matches them by name, and so lists ProfilerStep#4 as deleted and #5 as added
+  // (false: as HTA does, which the Python API keeps).
+  bool match_steps_by_position = false;
 };
 
 // HTA's TraceDiff between two traces (each the results of its ranks, in any order; a rank is

@@ -175,8 +175,11 @@ struct Totals {
 };
 
 // Counts and total durations by name over the kept events of one side.
+// `step_names`: the row a step span of iteration N is counted in, when it is not its own name
+// (DiffOptions::match_steps_by_position).
 std::map<std::string, Totals> summary(const Side& side, const std::vector<std::int64_t>& ranks,
                                       const std::vector<std::int64_t>& iterations,
+                                      const std::map<std::int64_t, std::string>& step_names,
                                       const DiffOptions& options) {
   std::map<std::string, Totals> out;  // sorted by name, as pandas' groupby sorts
   for (std::size_t k = 0; k < side.results.size(); ++k) {
@@ -196,7 +199,12 @@ std::map<std::string, Totals> summary(const Side& side, const std::vector<std::i
           (options.device == DiffOptions::Device::kGpu && !gpu)) {
         continue;
       }
-      Totals& t = out[options.short_names ? shorten_name(e.name) : std::string(e.name)];
+      std::string name = options.short_names ? shorten_name(e.name) : std::string(e.name);
+      if (!step_names.empty()) {
+        const auto renamed = step_names.find(step_number(e.name));
+        if (renamed != step_names.end()) name = renamed->second;
+      }
+      Totals& t = out[name];
       ++t.counts;
       t.duration_ns += e.duration_ns();
     }
@@ -243,14 +251,35 @@ std::vector<Report> trace_diff(Ranks control, Ranks test, const DiffOptions& opt
   if (test_label == options.control_label) test_label += "_test";
   const Side c = side_of(options.control_label, control);
   const Side t = side_of(test_label, test);
-  const std::map<std::string, Totals> cs = summary(
-      c, chosen(options.control_ranks, c.all_ranks, c, "rank", "--control-rank"),
-      chosen(options.control_iterations, c.all_iterations, c, "iteration", "--control-iteration"),
-      options);
+  const std::vector<std::int64_t> control_iterations =
+      chosen(options.control_iterations, c.all_iterations, c, "iteration", "--control-iteration");
+  const std::vector<std::int64_t> test_iterations =
+      chosen(options.test_iterations, t.all_iterations, t, "iteration", "--test-iteration");
+  // Iterations 4 and 5 compared are one step each: their spans are one row, named after both,
+  // and matched in order (the k-th smallest of each side), as the iterations themselves are.
+  std::map<std::int64_t, std::string> control_steps;
+  std::map<std::int64_t, std::string> test_steps;
+  if (options.match_steps_by_position) {
+    std::vector<std::int64_t> ci = control_iterations;
+    std::vector<std::int64_t> ti = test_iterations;
+    std::sort(ci.begin(), ci.end());
+    ci.erase(std::unique(ci.begin(), ci.end()), ci.end());
+    std::sort(ti.begin(), ti.end());
+    ti.erase(std::unique(ti.begin(), ti.end()), ti.end());
+    for (std::size_t k = 0; k < ci.size() && k < ti.size(); ++k) {
+      if (ci[k] == ti[k]) continue;
+      const std::string name = "ProfilerStep#" + std::to_string(ci[k]) + " (" + t.label + " #" +
+                               std::to_string(ti[k]) + ")";
+      control_steps[ci[k]] = name;
+      test_steps[ti[k]] = name;
+    }
+  }
+  const std::map<std::string, Totals> cs =
+      summary(c, chosen(options.control_ranks, c.all_ranks, c, "rank", "--control-rank"),
+              control_iterations, control_steps, options);
   const std::map<std::string, Totals> ts =
-      summary(t, chosen(options.test_ranks, t.all_ranks, t, "rank", "--test-rank"),
-              chosen(options.test_iterations, t.all_iterations, t, "iteration", "--test-iteration"),
-              options);
+      summary(t, chosen(options.test_ranks, t.all_ranks, t, "rank", "--test-rank"), test_iterations,
+              test_steps, options);
 
   Report diff;
   diff.name = "ops_diff";

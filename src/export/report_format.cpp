@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "export/report_html.h"
@@ -11,6 +12,7 @@
 #include "json/json_writer.h"
 #include "opscope/export.h"
 #include "opscope/report_output.h"
+#include "util/number_text.h"
 
 namespace opscope {
 namespace {
@@ -25,7 +27,7 @@ std::string cell_text(const ReportCell& c) {
     std::string s = buf;
     while (!s.empty() && s.back() == '0') s.pop_back();
     if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
+    return internal::unsigned_zero(std::move(s));
   }
   return std::get<std::string>(c);
 }
@@ -67,7 +69,8 @@ std::string format_reports(std::span<const Report> reports, ReportFormat format,
             if (const auto* i = std::get_if<std::int64_t>(&row[c])) {
               w.integer(*i);
             } else if (const auto* d = std::get_if<double>(&row[c])) {
-              w.number(*d);
+              // -0.0 (0 - 0.0, a sum of nothing negated) is 0; a JSON reader keeps the sign.
+              w.number(*d == 0 ? 0.0 : *d);
             } else {
               w.string(std::get<std::string>(row[c]));
             }

@@ -25,6 +25,7 @@
 #include "export/short_names.h"
 #include "opscope/key_averages.h"
 #include "opscope/report_output.h"
+#include "util/number_text.h"
 
 namespace opscope::internal {
 namespace {
@@ -55,7 +56,7 @@ std::string escaped(std::string_view s) {
 
 // A chart's value label: whole units from 100 up, else two decimals.
 std::string amount(double v) {
-  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v);
+  return internal::unsigned_zero(v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}", v));
 }
 
 // Characters (UTF-8 sequences) in s.
@@ -84,7 +85,7 @@ std::string text(const ReportCell& cell) {
     std::string s = fmt::format("{:.3f}", *d);
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();
-    return s;
+    return internal::unsigned_zero(std::move(s));
   }
   return std::get<std::string>(cell);
 }

@@ -151,26 +151,30 @@ void counter_event(internal::JsonWriter& w, std::int64_t pid, std::int64_t ts_ns
 
 // The counter events of one rank — HTA's convert_time_series_to_events: the queue lengths per
 // stream, then the bandwidths per kind.
-std::string counter_events(const ProfilerResult& r, bool drop_last) {
+// `count`: how many events were written.
+std::string counter_events(const ProfilerResult& r, bool drop_last, std::size_t& count) {
   internal::JsonWriter w;
+  count = 0;
   for (const internal::QueuePoint& p : internal::queue_length_series(r, drop_last)) {
     counter_event(
         w, p.pid, p.ts_ns, "Queue Length", "Queue Length", [&] { w.integer(p.queue_length); },
         p.stream);
+    ++count;
   }
   for (const internal::BandwidthPoint& p : internal::memory_bw_series(r, drop_last)) {
     counter_event(
         w, p.pid, p.ts_ns, p.name, "Memcpy BW", [&] { w.number(p.gbps); }, -1);
+    ++count;
   }
   return w.str();
 }
 
 }  // namespace
 
-void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerResult>> ranks,
-                                std::span<const std::string> trace_paths,
-                                std::span<const std::string> out_paths,
-                                const ReportOptions& options, const TraceLimits& limits) {
+std::vector<std::size_t> write_traces_with_counters(
+    std::span<const std::shared_ptr<const ProfilerResult>> ranks,
+    std::span<const std::string> trace_paths, std::span<const std::string> out_paths,
+    const ReportOptions& options, const TraceLimits& limits) {
   if (trace_paths.size() != ranks.size() || out_paths.size() != ranks.size()) {
     throw Error("write_traces_with_counters: " + std::to_string(ranks.size()) + " ranks, " +
                 std::to_string(trace_paths.size()) + " trace paths and " +
@@ -183,6 +187,7 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
   // Every file is complete under its temporary name before any is renamed: a failure on
   // the third rank leaves neither the first two nor a half third.
   std::vector<std::unique_ptr<internal::Sink>> sinks;
+  std::vector<std::size_t> written(ranks.size(), 0);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     simdjson::padded_string padded;
     try {
@@ -197,7 +202,8 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
     // the reader accepted, even if the file changed since.
     import::check_trace_json(trace_paths[i], text);
     const TraceEventsEnd end = find_trace_events_end(text, trace_paths[i]);
-    std::string counters = counter_events(*ranks[i], internal::drop_last_step(*ranks[i], options));
+    std::string counters =
+        counter_events(*ranks[i], internal::drop_last_step(*ranks[i], options), written[i]);
     // Into an empty array the first event goes without the comma.
     std::string_view inserted = counters;
     if (end.empty && !inserted.empty()) inserted.remove_prefix(1);
@@ -209,6 +215,7 @@ void write_traces_with_counters(std::span<const std::shared_ptr<const ProfilerRe
     sink.write(std::string_view(text).substr(end.close));
   }
   for (const auto& sink : sinks) sink->commit();
+  return written;
 }
 
 }  // namespace opscope

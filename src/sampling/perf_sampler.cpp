@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -20,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -66,6 +69,33 @@ int perf_event_paranoid() {
   int value = 2;
   in >> value;
   return value;
+}
+
+// The record log as a message shows it: perf record may be started up to six times (a thread
+// that ends while perf attaches, an event that falls back), each attempt appending the same
+// lines; each line is shown once, in the order first seen, after one line that says how many
+// attempts there were.
+constexpr std::string_view kRelaunchMark = "[opscope: relaunching perf record]";
+
+std::string each_line_once(const std::string& log) {
+  std::istringstream lines(log);
+  std::string line;
+  std::vector<std::string> kept;
+  int attempts = 1;
+  while (std::getline(lines, line)) {
+    if (line == kRelaunchMark) {
+      ++attempts;
+      continue;
+    }
+    if (std::find(kept.begin(), kept.end(), line) == kept.end()) kept.push_back(line);
+  }
+  std::string out;
+  if (attempts > 1) {
+    out = fmt::format("[opscope: perf record was started {} times; each of its lines once]\n",
+                      attempts);
+  }
+  for (const std::string& l : kept) out += l + "\n";
+  return out;
 }
 
 bool mentions(std::string_view text, std::initializer_list<std::string_view> needles) {
@@ -175,8 +205,9 @@ class PerfSession final : public SamplerSession {
       }
       if (std::optional<int> status = record_->poll()) {
         // This attempt's output decides what to do; the message shows every attempt's.
+        const std::string log = record_log();
+        const std::string output = log.substr(std::min(launch_offset_, log.size()));
         const std::string all_output = record_output();
-        const std::string output = all_output.substr(std::min(launch_offset_, all_output.size()));
         const bool thread_race = mentions(output, {"No such process"}) ||
                                  output.find_first_not_of(" \n") == std::string::npos;
         if (thread_race && ::kill(request_.pid, 0) == 0 &&
@@ -268,14 +299,19 @@ class PerfSession final : public SamplerSession {
   }
 
   std::string output() const override {
-    std::string text = trimmed(read_text(dir_ + "/record.log"));
+    std::string text = record_output();
     if (!script_errors_.empty()) text += (text.empty() ? "" : "\n") + script_errors_;
     return text;
   }
 
  private:
   std::string data_path() const { return dir_ + "/perf.data"; }
-  std::string record_output() const { return trimmed(read_text(dir_ + "/record.log")); }
+  // What perf record said, every attempt's, each line once (each_line_once()).
+  std::string record_output() const {
+    return trimmed(each_line_once(read_text(dir_ + "/record.log")));
+  }
+  // The log as written, relaunch marks included: launch_offset_ counts in it.
+  std::string record_log() const { return trimmed(read_text(dir_ + "/record.log")); }
 
   void launch(const std::string& event) {
     event_ = event;
@@ -297,7 +333,7 @@ class PerfSession final : public SamplerSession {
     command_ = command_line(argv);
     // A relaunch appends: the earlier attempts' output explains the relaunch.
     std::string log = dir_ + "/record.log";
-    if (launches_++ > 0) std::ofstream(log, std::ios::app) << "[opscope: relaunching perf record]\n";
+    if (launches_++ > 0) std::ofstream(log, std::ios::app) << kRelaunchMark << "\n";
     launch_offset_ = read_text(log).size();
     // "enable" waits in the FIFO until perf has attached; perf answers it with "ack".
     write_control("enable\n");

@@ -142,7 +142,9 @@ std::string SampleProfile::summary(std::size_t n) const {
   std::string text = fmt::format("{} samples of '{}'", total_samples_, event_.empty() ? "?" : event_);
   if (!fallback_reason_.empty()) text += fmt::format(" ({})", fallback_reason_);
   text += '\n';
-  std::vector<FunctionSamples> rows = top_by_self(n);
+  // By Total, as `perf report --children` sorts: the callers (main, the loop that calls the hot
+  // leaf) are listed with the time spent under them; by Self they had none and never showed.
+  std::vector<FunctionSamples> rows = top_by_total(n);
   if (rows.empty()) return text + "no samples: the work ran too briefly, or only off-CPU\n";
   text += fmt::format("{:>8} {:>7} {:>8} {:>7}  {}\n", "Self", "Self %", "Total", "Total %", "Function");
   for (const FunctionSamples& row : rows) {

@@ -48,8 +48,9 @@ nlohmann::json ours_diff(const std::string& control, const std::string& test,
                          const std::string& flags) {
   const fs::path out = scratch("ours_diff.json");
   fs::remove(out);
+  // --steps-by-name: HTA's rows for the step spans (the CLI matches them by position, issue 38).
   const auto [code, text] = shell(kCli + " analyze diff " + control + " " + test + " " + flags +
-                                  " --format json --output " + out.string());
+                                  " --steps-by-name --format json --output " + out.string());
   EXPECT_EQ(code, 0) << text;
   return code == 0 ? read_json(out) : nlohmann::json{};
 }

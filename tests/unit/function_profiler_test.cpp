@@ -173,6 +173,9 @@ TEST(SampleProfile, WritesTheStackFileAndASummary) {
       << summary;
   EXPECT_NE(summary.find("       2   66.7%        2   66.7%  hot"), std::string::npos) << summary;
   EXPECT_LT(summary.find("hot"), summary.find("cold"));
+  // Issue 38: the callers are listed, with their inclusive samples (Total), not only the leaves.
+  EXPECT_NE(summary.find("       0    0.0%        3  100.0%  main"), std::string::npos) << summary;
+  EXPECT_LT(summary.find("main"), summary.find("hot"));
   std::string error = error_of([&] { profile.write_collapsed_stacks("/nonexistent-dir/x.folded"); });
   EXPECT_NE(error.find("/nonexistent-dir/x.folded"), std::string::npos) << error;
 }
