@@ -1,6 +1,5 @@
 #include "backend/cupti_records.h"
 
-#include <cupti_driver_cbid.h>
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -270,30 +269,10 @@ void CuptiRecords::add_transfer(GpuRecord p, std::uint64_t bytes) {
   activity_.add(std::move(p));
 }
 
-namespace {
-
-// The driver calls Kineto keeps: those that launch a kernel (Triton's, and any program that
-// launches through the driver API). The others are the runtime's own work inside the calls
-// the trace already has (nvcc 13's launches each make a cuKernelGetName, say): kept, they
-// would double a trace's events and launch counts nothing.
-bool is_driver_launch(CUpti_CallbackId cbid) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 void CuptiRecords::add_api(const CUpti_ActivityAPI& a) {
-  if (a.kind == CUPTI_ACTIVITY_KIND_DRIVER && !is_driver_launch(a.cbid)) {
+  if (a.kind == CUPTI_ACTIVITY_KIND_DRIVER &&
+      std::find(std::begin(kDriverLaunches), std::end(kDriverLaunches), a.cbid) ==
+          std::end(kDriverLaunches)) {
     ++skipped_;
     return;
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cupti_activity.h>
+#include <cupti_driver_cbid.h>
 
 #include <cstdint>
 #include <functional>
@@ -45,6 +46,19 @@ struct CuptiContext {
 // ("HtoD", ...): "Memcpy HtoD (Pageable -> Device)", "Memset (Device)".
 std::string memcpy_name(std::uint8_t copy_kind, std::uint8_t src_kind, std::uint8_t dst_kind);
 std::string memset_name(std::uint16_t memory_kind);
+// The driver calls that launch kernels (Triton's, and programs that launch through the driver
+// API): the only driver calls Kineto keeps, so the only ones recorded (the tracer asks CUPTI for
+// these alone) and translated. The others are the runtime's own work inside calls the trace
+// has already (nvcc 13's launches each make a cuKernelGetName).
+inline constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
+
 // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
 std::string_view without_version_suffix(std::string_view api_name);
 

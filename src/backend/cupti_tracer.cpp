@@ -51,20 +51,6 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMORY2,
 };
 
-// The driver calls that launch kernels (Triton's, and programs that launch through the driver
-// API): the only driver calls recorded, as they are the only ones Kineto keeps. Asked for one by
-// one (cuptiActivityEnableDriverApi) rather than with CUPTI_ACTIVITY_KIND_DRIVER, which records
-// every driver call, a cuKernelGetName inside each of nvcc 13's launches among them: a record
-// per launch that costs launch time and is thrown away (seen on an H200: tests/data/gpu).
-constexpr CUpti_CallbackId kDriverLaunches[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-};
-
 void free_buffer(std::uint8_t* buffer) { ::operator delete (buffer, std::align_val_t{kAlignment}); }
 
 void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
@@ -261,6 +247,9 @@ void CuptiBackend::stop() {
   if (p.window == this) p.window = nullptr;
 }
 
+// kDriverLaunches one by one (cuptiActivityEnableDriverApi), not CUPTI_ACTIVITY_KIND_DRIVER,
+// which records every driver call: a record per nvcc-13 launch (its cuKernelGetName) that costs
+// launch time and is thrown away (seen on an H200: tests/data/gpu).
 void CuptiBackend::enable_driver_launches() {
   if (api_.enable_driver_api != nullptr) {
     for (const CUpti_CallbackId cbid : kDriverLaunches) {
