@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "common.h"
+#include "py_compat.h"
 
 namespace opscope::python {
 
@@ -16,7 +17,7 @@ namespace {
 // the GIL (a Profiler stopping with the GIL released), hence the acquire.
 void python_warning(std::string_view message) {
   const std::string text(message);
-  if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+  if (!Py_IsInitialized() || interpreter_finalizing()) {
     std::fprintf(stderr, "opscope warning: %s\n", text.c_str());
     return;
   }

@@ -21,6 +21,7 @@
 
 #include "bindings.h"
 #include "common.h"
+#include "py_compat.h"
 #include "opscope/execution_trace.h"
 #include "opscope/extension.h"
 #include "opscope/legacy.h"
@@ -161,7 +162,7 @@ py::dict stats_dict(const SessionStats& s) {
 // "loader-0"), instead of the OS name every Python thread shares ("python3"). Threads without
 // the GIL (C++ threads) keep their OS name: taking the GIL here could deadlock.
 bool threading_name(std::string* name) {
-  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_Check()) return false;
+  if (!Py_IsInitialized() || interpreter_finalizing() || !PyGILState_Check()) return false;
   py::error_scope pending;  // keep any exception the thread had pending
   try {
     const py::object thread = py::module_::import("threading").attr("current_thread")();

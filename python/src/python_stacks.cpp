@@ -10,8 +10,8 @@
 // Python (a C++ extension that records its own ranges) stay, innermost, before the Python
 // frames that called them: Python code is the outer caller of the native code it runs.
 //
-// Cost: each Python frame is a pointer walk (python_frames.cpp) and a lookup in a cache of
-// interned labels keyed by (code object, instruction offset), so a frame's text is built and
+// Cost: each Python frame is a step of the frame walk (python_frames.cpp) and a lookup in a cache of
+// interned labels keyed by (code object, instruction offset or line), so a frame's text is built and
 // interned once; the cache holds a reference to each code object it names, so an address is
 // never reused for another code object while cached. Threads that do not hold the GIL (C++
 // threads, or Python threads inside a gil_scoped_release) keep their native frames only:
@@ -44,6 +44,7 @@
 #include "opscope/extension.h"
 #include "opscope/internal/collector.h"
 #include "opscope/module.h"
+#include "py_compat.h"
 #include "python_frames.h"
 
 namespace opscope::python {
@@ -130,21 +131,24 @@ struct Snapshot {
 constinit thread_local Snapshot t_snapshot;
 
 // ---------------------------------------------------------------------------------------------
-// Labels of Python frames, cached per (code object, instruction offset). Guarded by the GIL:
+// Labels of Python frames, cached per (code object, instruction offset or line). Guarded by the GIL:
 // only threads that hold it read or write the cache.
 
 struct CachedLabel {
   PyCodeObject* code = nullptr;  // strong reference; nullptr: empty slot
-  int lasti = -1;
+  int offset = -1;
+  int line = 0;
   std::uint32_t label = 0;
 };
 // Direct-mapped: a program's hot call sites fit many times over; a collision costs one
 // interned lookup.
 std::array<CachedLabel, 4096> g_labels;
 
-std::size_t slot_of(const PyCodeObject* code, int lasti) {
-  std::uint64_t h = reinterpret_cast<std::uintptr_t>(code) ^
-                    (static_cast<std::uint64_t>(static_cast<std::uint32_t>(lasti)) << 40);
+std::size_t slot_of(const RawFrame& f) {
+  // One of offset and line says where the frame is (python_frames.h); the other is constant.
+  const auto where = static_cast<std::uint32_t>(f.offset) ^ static_cast<std::uint32_t>(f.line);
+  std::uint64_t h = reinterpret_cast<std::uintptr_t>(f.code) ^
+                    (static_cast<std::uint64_t>(where) << 40);
   h *= 0x9E3779B97F4A7C15ull;
   return static_cast<std::size_t>(h >> 52);  // top 12 bits: 4096 slots
 }
@@ -201,8 +205,8 @@ std::uint32_t intern_frame(const RawFrame& f) {
 
 // The label word of a frame; 0 when it could not be made (out of memory).
 std::uint64_t label_of(const RawFrame& f) noexcept {
-  CachedLabel& c = g_labels[slot_of(f.code, f.lasti)];
-  if (c.code == f.code && c.lasti == f.lasti) [[likely]]
+  CachedLabel& c = g_labels[slot_of(f)];
+  if (c.code == f.code && c.offset == f.offset && c.line == f.line) [[likely]]
     return kLabelFrameBit | c.label;
   std::uint32_t label;
   try {
@@ -217,7 +221,8 @@ std::uint64_t label_of(const RawFrame& f) noexcept {
   // objects hold no finalizer; a weakref callback on one would run here, with the GIL held.
   PyCodeObject* evicted = c.code;
   c.code = reinterpret_cast<PyCodeObject*>(Py_NewRef(reinterpret_cast<PyObject*>(f.code)));
-  c.lasti = f.lasti;
+  c.offset = f.offset;
+  c.line = f.line;
   c.label = label;
   Py_XDECREF(reinterpret_cast<PyObject*>(evicted));
   return kLabelFrameBit | label;
@@ -448,6 +453,28 @@ void bind_python_stacks(pybind11::module_& m) {
       },
       pybind11::arg("code"),
       "Leaves the frames of this code object out of recorded stacks (opscope's own wrappers).");
+
+  m.def(
+      "_frame_walk",
+      [](const pybind11::object& walk) -> std::string {
+        if (!walk.is_none()) {
+          const auto name = pybind11::cast<std::string>(pybind11::str(walk));
+          if (name == "internal" && !internal_frame_walk_available()) {
+            throw pybind11::value_error(
+                "_frame_walk('internal'): this CPython's frame layout has no internal walk in "
+                "opscope (only 3.11's); 'public' is the one available");
+          }
+          if (name != "internal" && name != "public") {
+            throw pybind11::value_error("_frame_walk(): expected 'internal', 'public' or None, got '" +
+                                        name + "'");
+          }
+          use_public_frame_api(name == "public");
+        }
+        return frame_walk_name();
+      },
+      pybind11::arg("walk") = pybind11::none(),
+      "The walk stacks and opscope.traceback read Python frames with ('internal' or 'public'); "
+      "with an argument, selects it first (tests and bench/python_bench.py).");
 
   g_interpreter = code_range_of(reinterpret_cast<const void*>(&PyEval_EvalCode));
   g_extension = code_range_of(reinterpret_cast<const void*>(&python_stack));

@@ -36,6 +36,7 @@
 #include "opscope/internal/collector.h"
 #include "opscope/record_function.h"
 #include "opscope/value.h"
+#include "py_compat.h"
 
 namespace opscope::python {
 namespace {

@@ -1,16 +1,17 @@
 // opscope.traceback: cheap captures of the Python stack, formatted only when asked.
 //
-//   tb = opscope.traceback.capture()      # ~ a pointer walk and a reference per frame
+//   tb = opscope.traceback.capture()      # ~ a frame walk and a reference per frame
 //   ...
 //   print("".join(tb.format()))           # traceback.format_list()'s lines
 //   for f in tb.summary(): f.filename, f.lineno, f.name   # a traceback.StackSummary
 //
-// What a capture holds: for each frame, a strong reference to its code object and the offset
-// of the instruction it was running; never the frame object. Frames own locals (and through
-// them arbitrary objects); code objects own only constants and names, so a capture does not
-// keep the caller's objects alive, and the line number and the names are worked out from the
-// code object at format time (PyCode_Addr2Line). The walk reads the interpreter's own frame
-// list (python_frames.cpp), so a capture allocates nothing per frame beyond its own array.
+// What a capture holds: for each frame, a strong reference to its code object and where the
+// frame was in it (the instruction offset, or the line where the walk gives no offset); never
+// the frame object. Frames own locals (and through them arbitrary objects); code objects own
+// only constants and names, so a capture does not keep the caller's objects alive, and the
+// line number and the names are worked out from the code object at format time
+// (PyCode_Addr2Line). The walk is python_frames.cpp's: on its internal path a capture
+// allocates nothing per frame beyond its own array.
 //
 // Garbage collector: a capture has a __dict__ (so a caller may hang context on it) and can
 // therefore sit in a reference cycle; the type takes part in GC (traverse visits the dict
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "py_compat.h"
 #include "python_frames.h"
 #include "python_stacks.h"
 
@@ -30,7 +32,8 @@ namespace {
 
 struct CapturedFrame {
   PyCodeObject* code;  // strong reference
-  int lasti;
+  int offset;          // as RawFrame's
+  int line;
 };
 
 struct CapturedTracebackObject {
@@ -94,7 +97,7 @@ PyObject* tb_summary(PyObject* op, PyObject* /*unused*/) {
   if (list == nullptr || kwargs == nullptr) goto done;
   for (Py_ssize_t i = self->size - 1; i >= 0; --i) {
     const CapturedFrame& f = self->frames[i];
-    const RawFrame raw{f.code, f.lasti, nullptr};
+    const RawFrame raw{f.code, f.offset, f.line, nullptr};
     PyObject* args = Py_BuildValue("(OiO)", f.code->co_filename, line_of(raw), f.code->co_name);
     if (args == nullptr) goto done;
     PyObject* entry = PyObject_Call(frame_summary, args, kwargs);
@@ -193,7 +196,7 @@ PyObject* capture(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs,
     for (std::size_t i = 0; i < n; ++i) {
       self->frames[i] = CapturedFrame{
           reinterpret_cast<PyCodeObject*>(Py_NewRef(reinterpret_cast<PyObject*>(raw[i].code))),
-          raw[i].lasti};
+          raw[i].offset, raw[i].line};
     }
     self->size = static_cast<Py_ssize_t>(n);
   }
