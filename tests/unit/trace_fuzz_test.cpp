@@ -46,7 +46,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace trace_fuzz_test {
 
 namespace fs = std::filesystem;
 using internal::JsonValue;
@@ -523,5 +523,5 @@ TEST_F(TraceFuzz, JsonReaderAgreesWithAStrictParser) {
   }
 }
 
-}  // namespace
+}  // namespace trace_fuzz_test
 }  // namespace opscope

@@ -25,7 +25,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace trace_reader_test {
 
 namespace fs = std::filesystem;
 
@@ -790,5 +790,5 @@ TEST(TraceReader, ReadsRanksInParallelInTheOrderGiven) {
   }
 }
 
-}  // namespace
+}  // namespace trace_reader_test
 }  // namespace opscope
