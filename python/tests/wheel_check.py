@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Builds opscope's wheel and uses it from a fresh venv, as a user would (ctest python_wheel).
 
-    python3 python/tests/wheel_check.py [--build-dir B] [--work W] [--keep]
+    python3 python/tests/wheel_check.py [--build-dir B] [--work W] [--frontend pip|build] [--keep]
 
 The interpreter running this script is the one the wheel is built for and installed into: on
 Debian 12 /usr/bin/python3 (3.11), in the Debian 13 root its python3 (3.13), e.g.
 
     scripts/debian-root trixie -- python3 python/tests/wheel_check.py --build-dir build-trixie
 
-1. `pip wheel --no-build-isolation --no-deps --no-index` on a copy of python/ (so the checkout
-   stays clean). With --build-dir, setup.py reuses that configured build (OPSCOPE_CMAKE_BUILD_DIR);
+1. `pip wheel --no-build-isolation --no-deps --no-index` (or, with --frontend build,
+   `python3 -m build --wheel --no-isolation`) on a copy of python/ (so the checkout stays
+   clean). With --build-dir, setup.py reuses that configured build (OPSCOPE_CMAKE_BUILD_DIR);
    without it, it configures and builds a fresh one from a copy of the repository, as
    `pip wheel ./python` in a clone does.
 2. The wheel: exactly one, tagged for this interpreter and linux_<arch>; it holds _C and
@@ -29,6 +30,7 @@ went wrong.
 """
 
 import argparse
+import importlib.util
 import os
 import platform
 import re
@@ -127,7 +129,7 @@ def dynamic_section(path):
     return needed, runpath[0] if runpath else None
 
 
-def build_wheel(build_dir, work):
+def build_wheel(build_dir, work, frontend):
     env = dict(os.environ, PWD=str(work))
     for name in ("PYTHONPATH", "OPSCOPE_CMAKE_BUILD_DIR", "OPSCOPE_CMAKE_ARGS"):
         env.pop(name, None)
@@ -143,8 +145,14 @@ def build_wheel(build_dir, work):
         if shutil.which("ccache"):
             env["OPSCOPE_CMAKE_ARGS"] = "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
     dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
-         "--wheel-dir", dist, package], "pip wheel", env=env, cwd=work)
+    if frontend == "build" and importlib.util.find_spec("build") is None:
+        fail(f"--frontend build: {sys.executable} has no module build (Debian: python3-build)")
+    if frontend == "build":
+        run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check",
+             "--outdir", dist, package], "python3 -m build", env=env, cwd=work)
+    else:
+        run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+             "--no-index", "--wheel-dir", dist, package], "pip wheel", env=env, cwd=work)
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
         fail(f"pip wheel left {len(wheels)} wheels in {dist}, expected one: {wheels}")
@@ -200,6 +208,8 @@ def main():
     ap.add_argument("--build-dir", type=Path,
                     help="a configured opscope build to reuse (default: a fresh one)")
     ap.add_argument("--work", type=Path, help="an empty or absent folder outside the source tree")
+    ap.add_argument("--frontend", choices=["pip", "build"], default="pip",
+                    help="pip wheel (default), or python3 -m build --wheel (Debian: python3-build)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args()
     build_dir = args.build_dir.resolve() if args.build_dir else None
@@ -216,7 +226,7 @@ def main():
         fail(f"--work {work} is inside the source tree {REPOSITORY} or the build {build_dir}: "
              "its opscope could then be imported instead of the installed one")
     print(f"wheel_check: Python {platform.python_version()} ({sys.executable}), work folder {work}")
-    wheel = build_wheel(build_dir, work)
+    wheel = build_wheel(build_dir, work, args.frontend)
     check_wheel(wheel, work)
     check_venv(wheel, work)
     if not args.keep:
