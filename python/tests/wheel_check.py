@@ -145,8 +145,6 @@ def build_wheel(build_dir, work, frontend):
         if shutil.which("ccache"):
             env["OPSCOPE_CMAKE_ARGS"] = "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
     dist = work / "dist"
-    if frontend == "build" and importlib.util.find_spec("build") is None:
-        fail(f"--frontend build: {sys.executable} has no module build (Debian: python3-build)")
     if frontend == "build":
         run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check",
              "--outdir", dist, package], "python3 -m build", env=env, cwd=work)
@@ -212,6 +210,8 @@ def main():
                     help="pip wheel (default), or python3 -m build --wheel (Debian: python3-build)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args()
+    if args.frontend == "build" and importlib.util.find_spec("build") is None:
+        fail(f"--frontend build: {sys.executable} has no module build (Debian: python3-build)")
     build_dir = args.build_dir.resolve() if args.build_dir else None
     if build_dir is not None and not (build_dir / "CMakeCache.txt").exists():
         fail(f"--build-dir {build_dir} is not a configured CMake build (no CMakeCache.txt)")
