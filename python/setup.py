@@ -78,8 +78,9 @@ def libraries_to_carry(library):
     return carried
 
 
-def set_runpath(path, runpath, build_dir):
-    script = build_dir / "opscope_set_runpath.cmake"
+def set_runpath(path, runpath, scratch):
+    scratch.mkdir(parents=True, exist_ok=True)
+    script = scratch / "opscope_set_runpath.cmake"
     script.write_text(SET_RUNPATH)
     done = subprocess.run(["cmake", f"-DFILE={path}", f"-DRUNPATH={runpath}", "-P", str(script)],
                           capture_output=True, text=True)
@@ -128,12 +129,15 @@ class CMakeBuild(build_ext):
         sonames = [p for p in (build_dir / "src").glob("libopscope.so.*") if p.name.count(".") == 3]
         if len(sonames) != 1:
             raise RuntimeError(f"expected one libopscope.so.MAJOR.MINOR in {build_dir}/src")
+        # Libraries an earlier build left in setuptools' build folder would travel too.
+        for stale in target.parent.glob("lib*.so*"):
+            stale.unlink()
         library = target.parent / sonames[0].name
         shutil.copyfile(sonames[0].resolve(), library)
         # Both look beside themselves first: _C for libopscope.so (its build RUNPATH is the
         # build folder, which a user's machine has not got), libopscope.so for what follows.
         for binary in (target, library):
-            set_runpath(binary, "$ORIGIN", build_dir)
+            set_runpath(binary, "$ORIGIN", Path(self.build_temp))
         for soname, path in libraries_to_carry(sonames[0]):
             print(f"opscope: the package carries {soname} ({path.resolve()})")
             # A RUNPATH is not inherited: the loader would look for what a carried library
