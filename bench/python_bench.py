@@ -15,6 +15,10 @@ Run with the built package on the path (Debian's interpreter):
 
 Targets (issue 7): <= 300 ns per range with a session active, <= 60 ns added with none.
 
+Then the with_stack lens through each of the frame walks the interpreter has (the public API
+on every version, and CPython 3.11's internal frame list), the range begun in the loop's own
+frame and in a function called per iteration.
+
 Then Python allocations under profile_memory (issue 17): a loop that makes and drops one
 object per iteration (one allocation and one free through the interpreter's object
 allocator), with no session, with a session that does not profile memory, and with one that
@@ -82,6 +86,18 @@ def loop_rff_inputs(n):
     for _ in range(n):
         with RecordFunctionFast("bench::rff_inputs", args):
             pass
+
+
+def range_in_a_new_frame():
+    with RecordFunctionFast("bench::rff_called"):
+        pass
+
+
+def loop_rff_called(n):
+    # Each range begun in a frame that did not exist a moment before: what the public frame
+    # walk pays most for (from 3.11 it makes that frame's frame object).
+    for _ in range(n):
+        range_in_a_new_frame()
 
 
 def loop_alloc(n):
@@ -182,6 +198,31 @@ def measure_allocations(calls, repeats):
     return {name: statistics.median(v) - overhead for name, v in samples.items()}, overhead
 
 
+def measure_walks(calls, repeats):
+    """Median ns per range with with_stack through each frame walk this interpreter has
+    (python/src/python_frames.cpp), interleaved in one session per repeat; the cost of a
+    range without a session (the same loops) subtracted."""
+    walks = ["internal", "public"] if _C._frame_walk() == "internal" else ["public"]
+    loops = [("range in the loop's frame", loop_rff),
+             ("range in a new frame per call", loop_rff_called)]
+    samples = {(w, name): [] for w in walks for name, _ in loops}
+    bare = {name: [] for name, _ in loops}
+    before = _C._frame_walk()
+    try:
+        for _ in range(repeats):
+            for name, fn in loops:
+                bare[name].append(time_once(fn, calls))
+            with Session(with_stack=True):
+                for w in walks:
+                    _C._frame_walk(w)
+                    for name, fn in loops:
+                        samples[(w, name)].append(time_once(fn, calls))
+    finally:
+        _C._frame_walk(before)
+    return {key: statistics.median(v) - statistics.median(bare[key[1]])
+            for key, v in samples.items()}
+
+
 def report(title, medians, overhead):
     base = medians["trivial with (baseline)"]
     print(f"\n{title}  (loop overhead {overhead:.1f} ns/iteration, subtracted)")
@@ -219,6 +260,12 @@ def main():
         rf_idle = inactive["record_function(name)"] - inactive["trivial with (baseline)"]
         print(f"record_function: {active['record_function(name)']:.0f} ns per range with a "
               f"session, {rf_idle:+.0f} ns over a trivial with without one")
+
+    walks = measure_walks(args.calls, args.repeats)
+    print("\nwith_stack through each frame walk: ns a recorded range adds over the same loop "
+          "without a session")
+    for (walk, name), ns in walks.items():
+        print(f"  {walk:9s} {name:36s} {ns:9.1f}")
 
     allocs, overhead_allocs = measure_allocations(args.calls, args.repeats)
     print(f"\nPython allocations: object() made and dropped  (loop overhead "

@@ -32,6 +32,9 @@
 // program has already imported it.
 #define PY_ARRAY_UNIQUE_SYMBOL opscope_numpy_api
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+// The data-memory handlers are numpy 1.22's API; numpy 2's headers declare only what the
+// target version has (1.21 by default). numpy 1.x's headers ignore this and declare all.
+#define NPY_TARGET_VERSION NPY_1_22_API_VERSION
 #include <numpy/ndarrayobject.h>
 #endif
 

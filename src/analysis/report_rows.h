@@ -20,6 +20,17 @@ inline std::int64_t rank_at(Ranks ranks, std::size_t i, const ReportOptions& opt
   return opscope::rank_of(*ranks[i], options.first_position + static_cast<std::int64_t>(i));
 }
 
+// A row of cells, each made in place: a braced list would copy every cell out of an
+// initializer_list, which is slower and which g++ 14 misreads as a read of an uninitialized
+// string (-Wmaybe-uninitialized inside std::variant).
+template <typename... Cells>
+std::vector<ReportCell> make_row(Cells&&... cells) {
+  std::vector<ReportCell> row;
+  row.reserve(sizeof...(Cells));
+  (row.emplace_back(std::forward<Cells>(cells)), ...);
+  return row;
+}
+
 // A report whose rows come rank by rank, in rank order: add_rows(result, rank, drop_last, add)
 // calls add(row) for each row of one rank.
 template <typename AddRows>

@@ -11,8 +11,9 @@
 namespace opscope::nvtx {
 namespace {
 
+#if OPSCOPE_HAVE_NVTX
 // Asks the CUDA driver (loaded at run time, so that opscope needs no CUDA to build or run)
-// how many devices there are.
+// how many devices there are. Only asked where NVTX ranges could be emitted at all.
 bool cuda_device_present(std::string* why) {
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
@@ -39,6 +40,7 @@ bool cuda_device_present(std::string* why) {
   // The driver stays loaded: unloading it after cuInit is not supported.
   return ok;
 }
+#endif
 
 // PyTorch's NVTX range text: "aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]".
 std::string range_text(const RecordFunction& rf) {

@@ -18,7 +18,7 @@
 #include "opscope/record_function.h"
 
 namespace opscope {
-namespace {
+namespace stress_test {
 
 constexpr int kDepth = 4;
 constexpr char kLevelNames[kDepth][8] = {"level0", "level1", "level2", "level3"};
@@ -169,7 +169,7 @@ TEST(Stress, ConsecutiveLargeWindowsReuseBuffersExactly) {
   constexpr int kSteps = 6;
   constexpr int kPerStep = 150'000;  // > 2 large chunks per thread per window
   std::vector<int> per_window;
-  testing::internal::CaptureStderr();  // warmup=0 warns
+  ::testing::internal::CaptureStderr();  // warmup=0 warns
   Profiler prof({.schedule = schedule({.wait = 0, .warmup = 0, .active = 1}),
                  .on_trace_ready = [&](Profiler& p) {
                    int n = 0;
@@ -177,7 +177,7 @@ TEST(Stress, ConsecutiveLargeWindowsReuseBuffersExactly) {
                    per_window.push_back(n);
                    EXPECT_EQ(p.stats().events_dropped, 0u);
                  }});
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
   prof.start();
   for (int step = 0; step < kSteps; ++step) {
     std::thread worker([] {
@@ -198,5 +198,5 @@ TEST(Stress, ConsecutiveLargeWindowsReuseBuffersExactly) {
   EXPECT_EQ(per_window.back(), 0);
 }
 
-}  // namespace
+}  // namespace stress_test
 }  // namespace opscope

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace trace_roundtrip_test {
 
 void workload(int thread_index) {
   OPSCOPE_USER_SCOPE("worker_loop");
@@ -83,5 +83,5 @@ TEST(TraceRoundTrip, EveryRecordedEventComesBackExactly) {
   }
 }
 
-}  // namespace
+}  // namespace trace_roundtrip_test
 }  // namespace opscope

@@ -15,6 +15,7 @@ failures (a ValueError for a bad rank or iteration) exit 4 with its message.
 import argparse
 import json
 import logging
+import os
 import sys
 
 
@@ -36,6 +37,18 @@ def main():
     p.add_argument("--device", default="all", choices=["cpu", "gpu", "all"])
     p.add_argument("--short-names", action="store_true")
     a = p.parse_args()
+    # With OPSCOPE_HTA_CACHE set (scripts/test), each build after the first reads HTA's answer
+    # from there (hta_answers.py says what it is keyed by). The question: every option as
+    # parsed; the folders are keyed by their files, the output path not at all.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hta_answers
+
+    paths = ("hta_dir", "control", "test", "out")
+    question = [f"{k}={v!r}" for k, v in sorted(vars(a).items()) if k not in paths]
+    hta_answers.answer(__file__, a.hta_dir, [a.control, a.test], question, a.out, lambda: live(a))
+
+
+def live(a):
     sys.path.insert(0, a.hta_dir)
     try:
         import pandas  # noqa: F401

@@ -18,7 +18,7 @@
 #include "support/test_support.h"
 
 namespace opscope::cli {
-namespace {
+namespace activities_cli_test {
 
 namespace fs = std::filesystem;
 using tests::shell;
@@ -143,5 +143,5 @@ TEST(ActivitiesCli, HelpAndUsage) {
       << text;
 }
 
-}  // namespace
+}  // namespace activities_cli_test
 }  // namespace opscope::cli

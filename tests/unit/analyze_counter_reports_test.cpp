@@ -21,7 +21,7 @@
 #include "support/hta_oracle.h"
 
 namespace opscope {
-namespace {
+namespace analyze_counter_reports_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -391,5 +391,5 @@ TEST(AnalyzeCounterReports, UnwritableAugmentPathIsRefusedAndLeavesNothing) {
   EXPECT_NE(text.find("--augment expects a file or directory name"), std::string::npos) << text;
 }
 
-}  // namespace
+}  // namespace analyze_counter_reports_test
 }  // namespace opscope

@@ -15,7 +15,7 @@
 #include "support/hta_oracle.h"
 
 namespace opscope {
-namespace {
+namespace analyze_diff_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -273,5 +273,5 @@ TEST(AnalyzeDiffCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
       << text;
 }
 
-}  // namespace
+}  // namespace analyze_diff_test
 }  // namespace opscope

@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace analyze_golden_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -102,5 +102,5 @@ TEST(AnalyzeAgainstHtaGoldens, LongerJobsGiveHtasTables) {
   }
 }
 
-}  // namespace
+}  // namespace analyze_golden_test
 }  // namespace opscope

@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace analyze_hta_methods_test {
 
 // One profiler step on thread 1 of process 1; GPU work on stream 7 (pid 0, tid 7), times in
 // us. aten::mul launches k1; aten::add launches k2 then k3. Each kernel has a CUPTI range
@@ -171,5 +171,5 @@ TEST_F(HtaMethodReports, IdleIntervalsDescribeEachCategorysGaps) {
   EXPECT_TRUE(std::isnan(num(r, 2, "mean")));
 }
 
-}  // namespace
+}  // namespace analyze_hta_methods_test
 }  // namespace opscope

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace analyze_inputs_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -307,5 +307,5 @@ TEST(AnalyzeInputs, ReportAllAndNoGpuActivity) {
   EXPECT_EQ(text.find(note), std::string::npos) << "ops reads no GPU work";
 }
 
-}  // namespace
+}  // namespace analyze_inputs_test
 }  // namespace opscope

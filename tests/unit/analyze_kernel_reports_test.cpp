@@ -21,7 +21,7 @@
 #include "support/hta_oracle.h"
 
 namespace opscope {
-namespace {
+namespace analyze_kernel_reports_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -282,5 +282,5 @@ TEST(AnalyzeKernelReports, SettingsAreListedAndCheckedOnTheCommandLine) {
   EXPECT_NE(text.find("--no-memory-events takes no value"), std::string::npos) << text;
 }
 
-}  // namespace
+}  // namespace analyze_kernel_reports_test
 }  // namespace opscope

@@ -21,7 +21,7 @@
 #include "trace_inputs.h"
 
 namespace opscope {
-namespace {
+namespace analyze_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -318,5 +318,5 @@ TEST(AnalyzeCli, BadInputIsRefusedWithTheValueAndWhatIsAllowed) {
   EXPECT_NE(text.find("usage: opscope analyze PATH..."), std::string::npos) << text;
 }
 
-}  // namespace
+}  // namespace analyze_test
 }  // namespace opscope

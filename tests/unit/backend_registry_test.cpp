@@ -17,7 +17,7 @@
 #include "session/recorder.h"
 
 namespace opscope::backend {
-namespace {
+namespace backend_registry_test {
 
 std::vector<std::string> row_names() {
   std::vector<std::string> names;
@@ -187,5 +187,5 @@ TEST_F(WithCountingBackend, AFailedPrepareLeavesNothingPreparedAndStartTriesAgai
   EXPECT_EQ(g_calls.collected, 1);
 }
 
-}  // namespace
+}  // namespace backend_registry_test
 }  // namespace opscope::backend

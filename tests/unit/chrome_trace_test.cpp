@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace chrome_trace_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -341,5 +341,5 @@ TEST(ChromeTrace, PythonReadsTheFiles) {
   }
 }
 
-}  // namespace
+}  // namespace chrome_trace_test
 }  // namespace opscope

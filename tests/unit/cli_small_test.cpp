@@ -23,7 +23,7 @@
 #include "support/test_support.h"
 
 namespace opscope::cli {
-namespace {
+namespace cli_small_test {
 
 using tests::usage_error;
 
@@ -284,5 +284,5 @@ TEST(CliSmall, TheBuildInstallsTheCompletionAndManPageFromTheBinary) {
   EXPECT_EQ(read(share / "man/man1/opscope.1"), completion_text("man"));
 }
 
-}  // namespace
+}  // namespace cli_small_test
 }  // namespace opscope::cli

@@ -10,7 +10,7 @@
 #include "opscope/internal/clock.h"
 
 namespace opscope {
-namespace {
+namespace clock_test {
 
 TEST(Clock, TicksAdvance) {
   const std::uint64_t a = internal::ticks();
@@ -55,15 +55,15 @@ TEST(Clock, ReportsWhichCounterItUses) {
 #endif
 }
 
-}  // namespace
+}  // namespace clock_test
 }  // namespace opscope
 
-namespace {
+namespace clock_test {
 // CUPTI's clock on Linux: CLOCK_REALTIME, which system_clock reads (clock::wall_now_ns).
 std::int64_t realtime_ahead_ns() {  // 250 ms ahead
   return opscope::clock::wall_now_ns() + 250'000'000;
 }
-}  // namespace
+}  // namespace clock_test
 
 // CUPTI's times are CLOCK_REALTIME: the offset that puts them on the ranges' clock is about
 // zero for that clock itself (the ranges' wall time is calibrated to the system clock), and
@@ -75,7 +75,7 @@ TEST(Clock, OffsetOfAnotherClockIsMeasuredWithItsError) {
   EXPECT_GE(same.error_ns, 0);
   EXPECT_LT(same.error_ns, 50'000);
   EXPECT_LT(std::abs(same.offset_ns), 2'000'000);  // conv's calibration, not the reading
-  const auto ahead = opscope::clock::measure_offset(conv, realtime_ahead_ns);
+  const auto ahead = opscope::clock::measure_offset(conv, clock_test::realtime_ahead_ns);
   EXPECT_NEAR(static_cast<double>(ahead.offset_ns - same.offset_ns), -250'000'000.0,
               static_cast<double>(same.error_ns + ahead.error_ns + 100'000));
 }

@@ -67,7 +67,7 @@ inline void spin_us(int us) {
 }  // namespace opscope_collapsed_test
 
 namespace opscope {
-namespace {
+namespace collapsed_stacks_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -521,5 +521,5 @@ TEST(CollapsedStacks, SpeedscopeImportsTheFile) {
   }
 }
 
-}  // namespace
+}  // namespace collapsed_stacks_test
 }  // namespace opscope

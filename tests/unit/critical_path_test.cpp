@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace critical_path_test {
 
 using Type = CriticalPathEdgeType;
 
@@ -176,5 +176,5 @@ TEST(CriticalPath, BoundBy) {
   EXPECT_EQ(critical_path_bound_by(Type::kSyncDependency, "", 7, {}), "");
 }
 
-}  // namespace
+}  // namespace critical_path_test
 }  // namespace opscope

@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace opscope::backend {
-namespace {
+namespace cuda_devices_test {
 
 using nlohmann::ordered_json;
 
@@ -59,5 +59,5 @@ TEST(CudaDevices, AMachineWithoutADeviceListsNone) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_devices_test
 }  // namespace opscope::backend

@@ -30,7 +30,7 @@
 #include "session/recorder.h"
 
 namespace opscope {
-namespace {
+namespace cuda_events_test {
 
 // The double: a context per thread (set by the test), events stamped with gpu_ns when
 // recorded.
@@ -324,5 +324,5 @@ TEST(CudaEvents, TheDriversEntryPointsAreResolvedOrNamed) {
   }
 }
 
-}  // namespace
+}  // namespace cuda_events_test
 }  // namespace opscope

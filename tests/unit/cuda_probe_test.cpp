@@ -21,7 +21,7 @@
 #endif
 
 namespace opscope::backend {
-namespace {
+namespace cuda_probe_test {
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -265,12 +265,12 @@ TEST(CudaProbe, TheProfilerSaysWhyCudaIsNotRecorded) {
   // the probe's.
   EXPECT_FALSE(cuda_probe().recordable);
   EXPECT_FALSE(cuda_probe().reason.empty());
-  EXPECT_EQ(activity_unavailable_reason(ActivityType::kCUDA), cuda_probe().reason);
-  EXPECT_EQ(activity_unavailable_reason(ActivityType::kCPU), "");
+  EXPECT_EQ(backend::activity_unavailable_reason(ActivityType::kCUDA), cuda_probe().reason);
+  EXPECT_EQ(backend::activity_unavailable_reason(ActivityType::kCPU), "");
   const auto supported = supported_activities();
   EXPECT_EQ(supported.size(), 1u);
   EXPECT_EQ(supported.front(), ActivityType::kCPU);
 }
 
-}  // namespace
+}  // namespace cuda_probe_test
 }  // namespace opscope::backend

@@ -17,7 +17,7 @@
 #include "opscope/error.h"
 
 namespace opscope::backend {
-namespace {
+namespace cupti_backend_test {
 
 // The toolkit's libcupti, when this machine has one.
 std::string toolkit_cupti() {
@@ -104,5 +104,5 @@ TEST(CuptiBackend, WithoutADriverStartFailsWithCuptisReason) {
   }
 }
 
-}  // namespace
+}  // namespace cupti_backend_test
 }  // namespace opscope::backend

@@ -20,7 +20,7 @@
 #include "support/test_support.h"
 
 namespace opscope::backend {
-namespace {
+namespace cupti_records_test {
 
 using nlohmann::json;
 
@@ -575,5 +575,5 @@ TEST(CuptiRecords, ThreadMinusOneReadsBack) {
   EXPECT_EQ(back->flows().size(), r->flows().size());
 }
 
-}  // namespace
+}  // namespace cupti_records_test
 }  // namespace opscope::backend

@@ -25,15 +25,15 @@
 #endif
 
 #ifndef OPSCOPE_TEST_SANITIZED
-namespace {
+namespace cupti_window_test {
 // When set, the next aligned nothrow allocation fails (the CUPTI buffers' kind), as it may
 // when memory runs out. Replaces the global operator; not under the sanitizers, which own it.
 thread_local bool t_fail_aligned_nothrow = false;
-}  // namespace
+}  // namespace cupti_window_test
 
 void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
-  if (t_fail_aligned_nothrow) {
-    t_fail_aligned_nothrow = false;
+  if (cupti_window_test::t_fail_aligned_nothrow) {
+    cupti_window_test::t_fail_aligned_nothrow = false;
     return nullptr;
   }
   const auto a = static_cast<std::size_t>(align);
@@ -42,7 +42,7 @@ void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_
 #endif
 
 namespace opscope::backend {
-namespace {
+namespace cupti_window_test {
 
 struct FakeCuptiCounts {
   int registrations;
@@ -209,7 +209,7 @@ TEST_F(CuptiWindow, ABufferThatCannotBeAllocatedDoesNotSpendTheBudget) {
   CuptiBackend backend(OPSCOPE_FAKE_CUPTI, std::uint64_t{4} << 20);
   backend.load_library();
   std::size_t size = 0;
-  t_fail_aligned_nothrow = true;
+  ::cupti_window_test::t_fail_aligned_nothrow = true;
   EXPECT_EQ(backend.new_buffer(size), nullptr);
   std::uint8_t* buffer = backend.new_buffer(size);
   ASSERT_NE(buffer, nullptr) << "the failed allocation spent the window's only buffer";
@@ -217,5 +217,5 @@ TEST_F(CuptiWindow, ABufferThatCannotBeAllocatedDoesNotSpendTheBudget) {
 #endif
 }
 
-}  // namespace
+}  // namespace cupti_window_test
 }  // namespace opscope::backend

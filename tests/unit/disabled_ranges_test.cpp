@@ -7,12 +7,13 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "opscope/profiler.h"
 #include "opscope/record_function.h"
 #include "opscope/value.h"
 
-namespace {
+namespace disabled_ranges_test {
 
 int g_evaluated = 0;
 
@@ -24,7 +25,7 @@ opscope::Value counted_tensor() {
 TEST(CompileOut, DisabledMacrosRecordAndEvaluateNothing) {
   opscope::ProfilerConfig config;
   config.lenses.record_shapes = true;  // would evaluate the inputs if the macro were compiled in
-  opscope::Profiler prof(config);
+  opscope::Profiler prof(std::move(config));
   prof.start();
   for (int i = 0; i < 3; ++i) {
     OPSCOPE_RECORD_FUNCTION("disabled::function");
@@ -62,4 +63,4 @@ TEST(CompileOut, RecordFunctionHeaderStaysLight) {
   EXPECT_LE(lines, 75'000);
 }
 
-}  // namespace
+}  // namespace disabled_ranges_test

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace opscope::import {
-namespace {
+namespace event_blocks_test {
 
 // The byte-by-byte walk: the state after text[from, to).
 BlockWalk walk_bytes(const std::string& text, std::size_t from, std::size_t to, BlockWalk w) {
@@ -123,5 +123,5 @@ TEST(EventBlocks, StopsBeforeTheBracketThatClosesTheArray) {
   }
 }
 
-}  // namespace
+}  // namespace event_blocks_test
 }  // namespace opscope::import

@@ -25,7 +25,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace execution_trace_test {
 
 using nlohmann::json;
 using testing::error_of;
@@ -523,5 +523,5 @@ TEST_F(ExecutionTraceTest, StartWithoutRegisteringWarns) {
   et.unregister_callback();  // nothing to do
 }
 
-}  // namespace
+}  // namespace execution_trace_test
 }  // namespace opscope

@@ -8,7 +8,7 @@
 #include "support/test_support.h"
 
 namespace opscope::analysis {
-namespace {
+namespace flops_test {
 
 RecordedValue tensor(std::vector<std::int64_t> sizes) {
   return opscope::testing::recorded_tensor(std::move(sizes));
@@ -77,5 +77,5 @@ TEST(Flops, MisfitsCountZeroAndWarnOncePerName) {
   EXPECT_EQ(estimate_flops("conv2d", std::vector{tensor({1, -1, 2, 2}), tensor({1, 1, 5, 5})}), 0);
 }
 
-}  // namespace
+}  // namespace flops_test
 }  // namespace opscope::analysis

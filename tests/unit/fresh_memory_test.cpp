@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace opscope::util {
-namespace {
+namespace fresh_memory_test {
 
 // A fresh anonymous mapping, unmapped at the end of the test.
 struct Mapping {
@@ -111,5 +111,5 @@ TEST(ReleasePages, GivesBackTheWholePagesInsideTheRange) {
   EXPECT_EQ(m.data[page], 0);  // released pages read as zeros
 }
 
-}  // namespace
+}  // namespace fresh_memory_test
 }  // namespace opscope::util

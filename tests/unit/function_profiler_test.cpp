@@ -25,7 +25,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace function_profiler_test {
 
 using testing::error_of;
 using testing::TempDir;
@@ -760,5 +760,5 @@ TEST(PerfSampling, MaxDurationEndsSamplingButNotTheFunction) {
   EXPECT_LT(result.profile->total_samples(), 330u) << result.profile->summary();
 }
 
-}  // namespace
+}  // namespace function_profiler_test
 }  // namespace opscope

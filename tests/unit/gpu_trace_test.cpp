@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace gpu_trace_test {
 
 using nlohmann::json;
 using tests::hta;
@@ -113,5 +113,5 @@ TEST(GpuTraces, AnalyzeReadsBothAsHtaDoes) {
   }
 }
 
-}  // namespace
+}  // namespace gpu_trace_test
 }  // namespace opscope

@@ -23,7 +23,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace hostile_bounds_test {
 
 using cli::tests::shell;
 using tests::kCli;
@@ -292,5 +292,5 @@ TEST(HostileBounds, FlowsWithACategoryEachJoinEachToItsOwn) {
   }
 }
 
-}  // namespace
+}  // namespace hostile_bounds_test
 }  // namespace opscope

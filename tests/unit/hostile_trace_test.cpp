@@ -36,7 +36,7 @@
 extern char** environ;
 
 namespace opscope {
-namespace {
+namespace hostile_trace_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -464,5 +464,5 @@ TEST(HostileTrace, AnInterruptedMergeLeavesNoTemporary) {
   }
 }
 
-}  // namespace
+}  // namespace hostile_trace_test
 }  // namespace opscope

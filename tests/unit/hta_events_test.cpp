@@ -18,7 +18,7 @@
 #include "support/hta_oracle.h"
 
 namespace opscope {
-namespace {
+namespace hta_events_test {
 
 namespace fs = std::filesystem;
 using tests::hta;
@@ -67,5 +67,5 @@ TEST(HtaEvents, FrameHoldsWhatHtasParserKeeps) {
   }
 }
 
-}  // namespace
+}  // namespace hta_events_test
 }  // namespace opscope

@@ -20,7 +20,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace hta_times_test {
 
 namespace fs = std::filesystem;
 
@@ -130,11 +130,11 @@ TEST(HtaTimes, CeilAndFloatOfOneTimeAsPythonComputesThem) {
   EXPECT_EQ(hta_ceil_ns(std::int64_t{1712195498123456126}), std::int64_t{1712195498123457000});
 }
 
-}  // namespace
+}  // namespace hta_times_test
 }  // namespace opscope
 
 namespace opscope {
-namespace {
+namespace hta_times_test {
 
 // `opscope analyze --times hta` against HTA as it runs by default (rounding), and `--times
 // hta-float` against HTA with HTA_DISABLE_NS_ROUNDING=1, on the real traces whose ts have
@@ -196,5 +196,5 @@ TEST(HtaTimesCli, SaysOnStandardErrorWhichTimesItUses) {
       << bad.second;
 }
 
-}  // namespace
+}  // namespace hta_times_test
 }  // namespace opscope

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace opscope::import {
-namespace {
+namespace importers_test {
 
 namespace fs = std::filesystem;
 
@@ -103,5 +103,5 @@ TEST(Importers, AnUnknownTextFallsToTheKinetoImportersError) {
   EXPECT_NE(read_error(missing).find("cannot read trace " + missing + ": "), std::string::npos);
 }
 
-}  // namespace
+}  // namespace importers_test
 }  // namespace opscope::import

@@ -9,7 +9,7 @@
 #include "opscope/export.h"
 
 namespace opscope::internal {
-namespace {
+namespace json_reader_test {
 
 TEST(JsonValidator, AcceptsCompleteValues) {
   for (const char* text : {
@@ -120,5 +120,5 @@ TEST(JsonReader, WrongTypeAndBadTextThrowError) {
   }
 }
 
-}  // namespace
+}  // namespace json_reader_test
 }  // namespace opscope::internal

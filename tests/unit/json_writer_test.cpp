@@ -8,7 +8,7 @@
 #include <string>
 
 namespace opscope::internal {
-namespace {
+namespace json_writer_test {
 
 std::string escaped(std::string_view s) {
   JsonWriter w;
@@ -138,5 +138,5 @@ TEST(JsonWriter, GrowsPastItsFirstBlock) {
   EXPECT_EQ(nlohmann::json::parse(w.str()).size(), 100000u);
 }
 
-}  // namespace
+}  // namespace json_writer_test
 }  // namespace opscope::internal

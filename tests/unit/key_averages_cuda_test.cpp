@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace key_averages_cuda_test {
 
 const std::string kTrace =
     std::string(OPSCOPE_PEERS_DIR) + "/kineto-traces/nccl_parser_config/nccl_data.json.gz";
@@ -135,5 +135,5 @@ TEST(KeyAveragesCuda, ACpuOnlyResultHasNoCudaColumns) {
   EXPECT_EQ(table.find("CUDA"), std::string::npos) << table;
 }
 
-}  // namespace
+}  // namespace key_averages_cuda_test
 }  // namespace opscope

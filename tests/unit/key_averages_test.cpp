@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace key_averages_test {
 
 constexpr std::int64_t kBase = 1'700'000'000'000'000'000;  // ns since the epoch
 constexpr std::int64_t kUs = 1000;
@@ -151,5 +151,5 @@ TEST(KeyAverages, ManyNamesAndPointersGrowTheTable) {
   }
 }
 
-}  // namespace
+}  // namespace key_averages_test
 }  // namespace opscope

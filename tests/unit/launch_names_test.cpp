@@ -22,7 +22,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace launch_names_test {
 
 using nlohmann::json;
 
@@ -216,5 +216,5 @@ TEST(LaunchNames, ContextSyncsThreadMinusOneIsNoStream) {
   }
 }
 
-}  // namespace
+}  // namespace launch_names_test
 }  // namespace opscope

@@ -28,7 +28,7 @@
 extern char** environ;
 
 namespace opscope {
-namespace {
+namespace legacy_test {
 
 using Kind = LegacyEventKind;
 using testing::error_of;
@@ -608,5 +608,5 @@ TEST(RemoteEvents, EventsOfAChildProcessJoinTheParentsTraceAndTable) {
   EXPECT_TRUE(named_node);
 }
 
-}  // namespace
+}  // namespace legacy_test
 }  // namespace opscope

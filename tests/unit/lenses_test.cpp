@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace lenses_test {
 
 using nlohmann::json;
 
@@ -397,5 +397,5 @@ TEST(Lenses, CpuOnlyMemoryShowsNoCudaColumns) {
   EXPECT_EQ(table.find("CUDA Mem"), std::string::npos) << table;
 }
 
-}  // namespace
+}  // namespace lenses_test
 }  // namespace opscope

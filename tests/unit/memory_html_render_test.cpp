@@ -25,7 +25,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace memory_html_render_test {
 
 namespace fs = std::filesystem;
 using testing::read_file;
@@ -307,5 +307,5 @@ TEST(MemoryHtmlEdges, OneReportOrNothingLeftStillDrawsAFinitePage) {
   }
 }
 
-}  // namespace
+}  // namespace memory_html_render_test
 }  // namespace opscope

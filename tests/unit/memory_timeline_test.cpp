@@ -25,7 +25,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace memory_timeline_test {
 
 namespace fs = std::filesystem;
 using analysis::CategorySizes;
@@ -543,5 +543,5 @@ TEST(MemoryTimelineExport, NoWindowYetIsAnError) {
   expect_only_files(dir.path(), {});
 }
 
-}  // namespace
+}  // namespace memory_timeline_test
 }  // namespace opscope

@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace merge_cli_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -232,5 +232,5 @@ TEST(MergeCli, ErrorsSayWhatIsWrongAndLeaveNothing) {
       << text;
 }
 
-}  // namespace
+}  // namespace merge_cli_test
 }  // namespace opscope

@@ -93,7 +93,7 @@ inline std::uint64_t address(void* p) { return reinterpret_cast<std::uint64_t>(p
 }  // namespace opscope_modules_test
 
 namespace opscope {
-namespace {
+namespace modules_test {
 
 using nlohmann::json;
 using opscope_modules_test::Capture;
@@ -338,5 +338,5 @@ TEST(Modules, EachThreadHasItsOwnModules) {
                                         "Worker_2.Linear_0", "Worker_3.Linear_0"}));
 }
 
-}  // namespace
+}  // namespace modules_test
 }  // namespace opscope

@@ -12,7 +12,7 @@
 #include "opscope/thread_local_state.h"
 
 namespace opscope {
-namespace {
+namespace observers_test {
 
 class Counting : public ObserverContext {
  public:
@@ -147,5 +147,5 @@ TEST_F(ObserversTest, RegisteringNothingIsAnError) {
   EXPECT_THROW(add_global_callback(RecordFunctionCallback(nullptr, nullptr)), Error);
 }
 
-}  // namespace
+}  // namespace observers_test
 }  // namespace opscope

@@ -23,7 +23,7 @@
 #include "support/test_support.h"
 
 namespace opscope::cli {
-namespace {
+namespace ondemand_cli_test {
 
 using namespace std::chrono_literals;
 
@@ -381,5 +381,5 @@ TEST_F(OndemandEndToEnd, TracesTwoProcessesByJobId) {
 }
 #endif  // OPSCOPE_ONDEMAND_TARGET
 
-}  // namespace
+}  // namespace ondemand_cli_test
 }  // namespace opscope::cli

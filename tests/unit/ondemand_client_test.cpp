@@ -33,7 +33,7 @@
 extern char** environ;
 
 namespace opscope::ondemand {
-namespace {
+namespace ondemand_client_test {
 
 using namespace std::chrono_literals;
 
@@ -580,5 +580,5 @@ TEST(OndemandClient, NoOptInNoClient) {
   EXPECT_FALSE(daemon.receive(400ms));
 }
 
-}  // namespace
+}  // namespace ondemand_client_test
 }  // namespace opscope::ondemand

@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace opscope::ondemand {
-namespace {
+namespace ondemand_config_test {
 
 ParsedConfig parse(std::string_view text, std::string_view dir = "/tmp") {
   return parse_capture_config(text, 42, dir);
@@ -285,5 +285,5 @@ TEST(OndemandConfig, NonNegativeNumbers) {
   EXPECT_FALSE(parse_non_negative("99999999999999999999"));
 }
 
-}  // namespace
+}  // namespace ondemand_config_test
 }  // namespace opscope::ondemand

@@ -23,7 +23,7 @@
 #include "support/test_support.h"
 
 namespace opscope::ondemand {
-namespace {
+namespace ondemand_daemon_test {
 
 using namespace std::chrono_literals;
 using Clock = ClientRegistry::Clock;
@@ -705,5 +705,5 @@ TEST_F(OndemandDaemon, ASecondDaemonOnTheSameEndpointIsRefused) {
   EXPECT_NE(testing::error_of([&] { Daemon second(o); }).find("cannot listen"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace ondemand_daemon_test
 }  // namespace opscope::ondemand

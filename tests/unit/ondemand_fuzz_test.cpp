@@ -21,7 +21,7 @@
 #include "support/mutation.h"
 
 namespace opscope::ondemand {
-namespace {
+namespace ondemand_fuzz_test {
 
 constexpr int kRounds = 20000;
 
@@ -167,5 +167,5 @@ TEST(OndemandFuzz, TcpRequestsAndAnswers) {
       5);
 }
 
-}  // namespace
+}  // namespace ondemand_fuzz_test
 }  // namespace opscope::ondemand

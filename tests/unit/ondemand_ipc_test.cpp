@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 
 namespace opscope::ondemand {
-namespace {
+namespace ondemand_ipc_test {
 
 std::string unique_name(const char* what) {
   return std::string("opscope-test-") + what + "-" + std::to_string(::getpid());
@@ -154,5 +154,5 @@ TEST(OndemandIpc, RandomDatagramsAreRefusedNotCrashed) {
   EXPECT_GT(accepted, 0);
 }
 
-}  // namespace
+}  // namespace ondemand_ipc_test
 }  // namespace opscope::ondemand

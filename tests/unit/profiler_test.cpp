@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace profiler_test {
 
 int count_named(const ProfilerResult& r, std::string_view name) {
   int n = 0;
@@ -449,7 +449,7 @@ TEST(Profiler, UnwritableTensorBoardDirIsAnError) {
   EXPECT_NO_THROW(prof.result());  // the window is kept
 }
 
-}  // namespace
+}  // namespace profiler_test
 }  // namespace opscope
 
 // Fresh pages cost more per range than the range itself, so chunks a window used are kept

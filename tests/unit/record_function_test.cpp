@@ -13,7 +13,7 @@
 #include "opscope/profiler.h"
 
 namespace opscope {
-namespace {
+namespace record_function_test {
 
 // Finds the only event named `name`; fails the test if there is not exactly one.
 const Event& only(const ProfilerResult& r, std::string_view name) {
@@ -237,5 +237,5 @@ TEST(RecordFunction, ScopeNames) {
   EXPECT_EQ(scope_name(RecordScope::kUserScope), "USER_SCOPE");
 }
 
-}  // namespace
+}  // namespace record_function_test
 }  // namespace opscope

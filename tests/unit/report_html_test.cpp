@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace report_html_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -188,5 +188,5 @@ TEST(ReportHtml, AnalyzeWritesThePageForRealTraces) {
   }
 }
 
-}  // namespace
+}  // namespace report_html_test
 }  // namespace opscope

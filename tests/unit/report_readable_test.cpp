@@ -29,7 +29,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace report_readable_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -404,5 +404,5 @@ TEST(ReportPages, KernelsTableOfFullTemplatesKeepsRowsFewLinesHigh) {
   EXPECT_LE(*std::max_element(heights.begin(), heights.end()), 64u) << "the tallest row";
 }
 
-}  // namespace
+}  // namespace report_readable_test
 }  // namespace opscope

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace opscope {
-namespace {
+namespace result_header_test {
 
 TEST(ResultHeaderTest, ReadersSeeTheSharedTypesWithoutTheRangeHeader) {
   Event e;
@@ -21,5 +21,5 @@ TEST(ResultHeaderTest, ReadersSeeTheSharedTypesWithoutTheRangeHeader) {
   EXPECT_EQ(m.device.type, DeviceType::kCPU);
 }
 
-}  // namespace
+}  // namespace result_header_test
 }  // namespace opscope

@@ -22,7 +22,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace result_order_test {
 
 using Key = std::tuple<std::int32_t, std::int64_t, std::int64_t, std::uint64_t>;
 
@@ -364,5 +364,5 @@ TEST(ResultOrder, RealKinetoTracesSortTheSameFromAnyOrder) {
   }
 }
 
-}  // namespace
+}  // namespace result_order_test
 }  // namespace opscope

@@ -27,7 +27,7 @@
 #include "support/test_support.h"
 
 namespace opscope::cli {
-namespace {
+namespace sample_cli_test {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -695,5 +695,5 @@ TEST(SampleCliBinary, CtrlCAtATerminalEndsTheCommandAndTheProfileIsPrinted) {
   EXPECT_TRUE(exists(folded));
 }
 
-}  // namespace
+}  // namespace sample_cli_test
 }  // namespace opscope::cli

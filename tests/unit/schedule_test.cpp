@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace schedule_test {
 
 using A = ProfilerAction;
 
@@ -75,5 +75,5 @@ TEST(Schedule, DefaultRecordsEveryStep) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(s(i), A::kRecord);
 }
 
-}  // namespace
+}  // namespace schedule_test
 }  // namespace opscope

@@ -26,7 +26,7 @@
 #include "support/test_support.h"
 
 namespace opscope::internal {
-namespace {
+namespace sink_test {
 
 namespace fs = std::filesystem;
 using opscope::testing::read_file;
@@ -399,7 +399,7 @@ TEST(Sink, PlainPathIsNotCompressed) {
   EXPECT_EQ(read_file(dir.file("t.json")), "[]");
 }
 
-}  // namespace
+}  // namespace sink_test
 // A large output is mapped ahead of the writes (MemorySink::populate_ahead): what comes out
 // is still exactly what went in, reserved or not, across the 16 MiB steps and regrowth.
 TEST(MemorySink, LargeOutputsKeepEveryByte) {

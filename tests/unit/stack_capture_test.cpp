@@ -93,7 +93,7 @@ inline std::uint64_t return_address(void* p) { return reinterpret_cast<std::uint
 }  // namespace opscope_stack_test
 
 namespace opscope {
-namespace {
+namespace stack_capture_test {
 
 using opscope_stack_test::Capture;
 using opscope_stack_test::capture_abc;
@@ -281,5 +281,5 @@ TEST(StackCapture, SetUnwinderIsSeenByTheNextCapture) {
   record::set_unwinder(before);
 }
 
-}  // namespace
+}  // namespace stack_capture_test
 }  // namespace opscope

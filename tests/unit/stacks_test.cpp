@@ -62,7 +62,7 @@ constexpr int kInlinedCallLine = __LINE__ + 3;
 }  // namespace opscope_stacks_test
 
 namespace opscope {
-namespace {
+namespace stacks_test {
 
 using nlohmann::json;
 
@@ -388,5 +388,5 @@ TEST(Stacks, StackTextKeepsLabelsAndLimitsFrames) {
   EXPECT_TRUE(analysis::stack_text(*r, no_detail, s).empty());
 }
 
-}  // namespace
+}  // namespace stacks_test
 }  // namespace opscope

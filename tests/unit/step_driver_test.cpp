@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace opscope::session {
-namespace {
+namespace step_driver_test {
 
 using A = ProfilerAction;
 using S = StepAction;
@@ -56,5 +56,5 @@ TEST(StepDriver, WarningsNameBothActions) {
             "Incorrect schedule: RECORD followed by WARMUP");
 }
 
-}  // namespace
+}  // namespace step_driver_test
 }  // namespace opscope::session

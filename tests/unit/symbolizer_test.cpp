@@ -57,7 +57,7 @@ constexpr int kInlinedCallLine = __LINE__ + 3;
 }  // namespace opscope_symbolizer_test
 
 namespace opscope {
-namespace {
+namespace symbolizer_test {
 
 using analysis::SymbolizedFrame;
 using analysis::Symbolizer;
@@ -235,5 +235,5 @@ TEST(Symbolizer, LabelsAndUnknownAddresses) {
   EXPECT_EQ(f.line, 0);
 }
 
-}  // namespace
+}  // namespace symbolizer_test
 }  // namespace opscope

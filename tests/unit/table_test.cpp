@@ -19,7 +19,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace table_test {
 
 constexpr std::int64_t kUs = 1000;  // ns
 
@@ -463,5 +463,5 @@ TEST(TableErrors, WidthsMustBePositive) {
   EXPECT_NE(message.find("got 0"), std::string::npos) << message;
 }
 
-}  // namespace
+}  // namespace table_test
 }  // namespace opscope

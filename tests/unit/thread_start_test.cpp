@@ -13,7 +13,7 @@
 #include <thread>
 
 namespace opscope::util {
-namespace {
+namespace thread_start_test {
 
 cpu_set_t affinity_of(pthread_t thread) {
   cpu_set_t set;
@@ -115,5 +115,5 @@ TEST(ThreadStart, ACreatorOnOneCoreStartsItAllTheSame) {
   EXPECT_TRUE(CPU_EQUAL(&seen, &one));
 }
 
-}  // namespace
+}  // namespace thread_start_test
 }  // namespace opscope::util

@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace trace_formats_test {
 
 using testing::error_of;
 using testing::read_file;
@@ -70,5 +70,5 @@ TEST(TraceFormatsTest, EveryWayOfWritingChromeWritesTheSameDocument) {
   EXPECT_EQ(read_file(odd), chrome_trace_json(*r, odd));
 }
 
-}  // namespace
+}  // namespace trace_formats_test
 }  // namespace opscope

@@ -26,7 +26,7 @@
 #include "support/test_support.h"
 
 namespace opscope {
-namespace {
+namespace trace_times_test {
 
 namespace fs = std::filesystem;
 using cli::tests::shell;
@@ -378,5 +378,5 @@ TEST(TraceTimes, ReportSumsPastInt64AreExact) {
   EXPECT_TRUE(idle_found) << reports.dump().substr(0, 2000);
 }
 
-}  // namespace
+}  // namespace trace_times_test
 }  // namespace opscope

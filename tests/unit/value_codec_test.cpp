@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace opscope::record {
-namespace {
+namespace value_codec_test {
 
 // Encodes as a range does, into room for the worst case; a canary after that room catches a
 // write past it.
@@ -234,5 +234,5 @@ TEST(ValueCodec, WorstCaseStaysWithinTheRoom) {
   }
 }
 
-}  // namespace
+}  // namespace value_codec_test
 }  // namespace opscope::record

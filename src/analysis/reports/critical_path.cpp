@@ -101,7 +101,9 @@ std::vector<Report> critical_path_report(Ranks ranks, const ReportOptions& optio
       const std::int64_t ev = g.edge_event[at];
       std::string s_name, cat;
       std::int64_t pid = -1, tid = -1, stream = -1;
-      std::vector<ReportCell> row{rank};
+      std::vector<ReportCell> row;
+      row.reserve(10);
+      row.emplace_back(rank);
       if (ev >= 0) {
         const Event& e = r->events()[static_cast<std::size_t>(ev)];
         s_name = shorten_name(e.name);
@@ -111,23 +113,23 @@ std::vector<Report> critical_path_report(Ranks ranks, const ReportOptions& optio
         tid = static_cast<std::int64_t>(t.tid);
         const EventDetail* d = r->detail(e);
         if (d != nullptr && is_gpu_kind(e.kind)) stream = d->gpu.stream;
-        row.push_back(ev);
+        row.emplace_back(ev);
       } else {
-        row.push_back(std::int64_t{-1});
+        row.emplace_back(std::int64_t{-1});
       }
       const std::string bound(
           critical_path_bound_by(type, s_name, stream, options.data_load_events));
       const std::int64_t w = g.edge_weight_ns[at];
       by_bound[bound] += w;
       total += w;
-      row.push_back(static_cast<double>(w) / 1000.0);
-      row.push_back(std::string(critical_path_edge_type_name(type)));
-      row.push_back(s_name);
-      row.push_back(cat);
-      row.push_back(pid);
-      row.push_back(tid);
-      row.push_back(stream);
-      row.push_back(bound);
+      row.emplace_back(static_cast<double>(w) / 1000.0);
+      row.emplace_back(std::string(critical_path_edge_type_name(type)));
+      row.emplace_back(std::move(s_name));
+      row.emplace_back(std::move(cat));
+      row.emplace_back(pid);
+      row.emplace_back(tid);
+      row.emplace_back(stream);
+      row.emplace_back(bound);
       breakdown.rows.push_back(std::move(row));
     }
     for (const auto& [bound, w] : by_bound) {

@@ -48,8 +48,8 @@ Report temporal_breakdown(std::span<const std::shared_ptr<const ProfilerResult>>
                      ? round2(100.0 * static_cast<double>(part) / static_cast<double>(kernel_time))
                      : 0.0;
         };
-        add({rank, us(idle), us(compute_time), us(non_compute), us(kernel_time), pct(idle),
-             pct(compute_time), pct(non_compute)});
+        add(internal::make_row(rank, us(idle), us(compute_time), us(non_compute), us(kernel_time),
+                               pct(idle), pct(compute_time), pct(non_compute)));
       });
 }
 
