@@ -158,12 +158,16 @@ def check_python(prefix, work):
 
 
 def check_python_import(site, work):
+    # libopscope.so must come from what was installed (a RUNPATH left pointing into the build
+    # folder would find the build's copy, and the package would fail on another machine).
     script = (
         "import opscope, opscope.profiler as p\n"
         "with p.profile() as prof:\n"
         "    with p.record_function('consumer::python'): pass\n"
         "names = [e.name for e in prof.events()]\n"
         "assert 'consumer::python' in names, names\n"
+        "maps = {l.split()[-1] for l in open('/proc/self/maps') if 'libopscope.so' in l}\n"
+        f"assert maps and all(m.startswith({str(work)!r} + '/') for m in maps), maps\n"
         "print('python ok', opscope.__file__)\n")
     env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
     out = run([sys.executable, "-c", script], env=env, cwd=work, what="importing the package")
