@@ -44,7 +44,15 @@ import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import pandas as pd
+try:
+    import pandas as pd
+except ImportError as e:  # pandas missing, or present but broken (a numpy it was not built for)
+    raise ImportError(
+        f"opscope.analysis needs pandas, which cannot be imported here ({e}); install it: "
+        "apt-get install python3-pandas (Debian, Ubuntu) or pip install pandas. "
+        "opscope.profiler works without it.",
+        name="pandas",
+    ) from e
 
 from . import _C
 from ._raw_trace import RawTrace, Trace
