@@ -10,6 +10,7 @@
 //   opscope::set_warning_handler([](std::string_view msg) { my_log(msg); });
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,19 @@ namespace opscope {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // An error of the call `where` ("Profiler::start()"): what() is "<where>: <detail>". A
+  // binding that knows the call by another name (the Python package's "profile.start()")
+  // shows its own name with detail(), so the wording has one source in both languages.
+  Error(std::string_view where, std::string_view detail)
+      : std::runtime_error(std::string(where) + ": " + std::string(detail)),
+        detail_at_(where.size() + 2) {}
+
+  // what() without the "<where>: " prefix; what() itself when no `where` was given.
+  // An offset into what(), not a second string, so that copying stays noexcept.
+  const char* detail() const noexcept { return what() + detail_at_; }
+
+ private:
+  std::size_t detail_at_ = 0;
 };
 
 // Receives each warning as one line of text without a trailing newline.

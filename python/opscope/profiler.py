@@ -468,9 +468,10 @@ class profile:
 
     # -- results ---------------------------------------------------------------------------
 
-    def _result(self) -> _C.Result:
-        # RuntimeError, naming the reason, when no window has finished yet.
-        return self._native.result()
+    def _result(self, call: str) -> _C.Result:
+        # RuntimeError, naming the reason and `call` (the method the user called), when no
+        # window has finished yet.
+        return self._native.result(f"profile.{call}()")
 
     def _lenses(self) -> dict:
         return {"profile_memory": self.profile_memory, "with_flops": self.with_flops}
@@ -482,7 +483,7 @@ class profile:
         if self.acc_events and self._windows:
             events = [e for window in self._windows for e in window.function_events()]
             return EventList(events, _lenses=self._lenses())
-        result = self._result()
+        result = self._result("events")
         return EventList(result.function_events(), _result=result, _lenses=self._lenses())
 
     def key_averages(
@@ -497,7 +498,7 @@ class profile:
         """
         if self.acc_events and len(self._windows) > 1:
             return self.events().key_averages(group_by_input_shape, group_by_stack_n)
-        result = self._result()
+        result = self._result("key_averages")
         rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
         return EventList(rows, _result=result, _lenses=self._lenses())
 
@@ -517,7 +518,7 @@ class profile:
 
     def export_chrome_trace(self, path: str) -> None:
         """Exports the last window as a Chrome/Perfetto trace (gzip when path ends in .gz)."""
-        self._result().export_chrome_trace(os.fspath(path))
+        self._result("export_chrome_trace").export_chrome_trace(os.fspath(path))
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Save stack traces to a file, in the collapsed format flame-graph tools read.
@@ -531,7 +532,7 @@ class profile:
                 f"export_stacks: unknown metric '{metric}'; use {_STACK_METRICS[0]} or "
                 f"{_STACK_METRICS[1]}"
             )
-        self._result().export_stacks(os.fspath(path), metric)
+        self._result("export_stacks").export_stacks(os.fspath(path), metric)
 
     def export_memory_timeline(self, path: str, device: Optional[str] = None) -> None:
         """Exports the memory timeline of ``device`` (default "cpu"); the format follows the
@@ -543,7 +544,8 @@ class profile:
         missing = [f"{name}=True" for name in required if not getattr(self, name)]
         if missing:
             raise ValueError(f"{', '.join(missing)} required for memory profiling.")
-        self._result().export_memory_timeline(os.fspath(path), device or "cpu")
+        result = self._result("export_memory_timeline")
+        result.export_memory_timeline(os.fspath(path), device or "cpu")
 
     # -- metadata --------------------------------------------------------------------------
 

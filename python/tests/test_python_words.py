@@ -64,3 +64,78 @@ def test_attribute_access_without_pandas_says_the_same():
     """)
     assert r.returncode == 0, r.stderr
     assert "python3-pandas" in r.stdout, r.stdout
+
+
+# --- Errors name the Python call ------------------------------------------------------------
+
+
+def _error_of(call):
+    with pytest.raises(Exception) as info:
+        call()
+    return info.type, str(info.value)
+
+
+def test_results_before_a_window_name_the_method_called(tmp_path):
+    p = profiler.profile()
+    calls = {
+        "events": p.events,
+        "key_averages": p.key_averages,
+        "export_chrome_trace": lambda: p.export_chrome_trace(str(tmp_path / "t.json")),
+        "export_stacks": lambda: p.export_stacks(str(tmp_path / "s.txt")),
+    }
+    for name, call in calls.items():
+        kind, message = _error_of(call)
+        assert kind is RuntimeError
+        assert message.startswith(f"profile.{name}(): no recording window has finished yet"), message
+        assert "::" not in message, message
+
+
+def test_start_stop_step_misuse_names_the_python_call():
+    p = profiler.profile()
+    for name, expected in (("stop", "the profiler is not started; call start() first"),
+                           ("step", "the profiler is not started; call start() first")):
+        kind, message = _error_of(getattr(p, name))
+        assert (kind, message) == (RuntimeError, f"profile.{name}(): {expected}")
+    p.start()
+    try:
+        kind, message = _error_of(p.start)
+        assert (kind, message) == (
+            RuntimeError, "profile.start(): the profiler is already started; call stop() first")
+        other = profiler.profile()
+        kind, message = _error_of(other.start)
+        assert kind is RuntimeError
+        assert message == (
+            "profile.start(): an opscope.profiler.profile is already recording in this process, "
+            "and opscope records one session at a time; stop it first")
+    finally:
+        p.stop()
+
+
+def test_execution_trace_observer_misuse_has_no_cpp_names(tmp_path):
+    first = profiler.ExecutionTraceObserver().register_callback(str(tmp_path / "a.json"))
+    try:
+        kind, message = _error_of(
+            lambda: profiler.ExecutionTraceObserver().register_callback(str(tmp_path / "b.json")))
+        assert kind is RuntimeError
+        assert "another ExecutionTraceObserver is already registered" in message
+        assert "::" not in message, message
+        with pytest.warns(UserWarning) as caught:
+            first.register_callback(str(tmp_path / "c.json"))
+        assert "already registered" in str(caught[0].message)
+        assert "::" not in str(caught[0].message)
+    finally:
+        first.unregister_callback()
+    with pytest.warns(UserWarning) as caught:
+        profiler.ExecutionTraceObserver().start()
+    assert "not registered" in str(caught[0].message) and "::" not in str(caught[0].message)
+
+
+def test_unrecorded_activity_warning_has_no_cpp_names():
+    if profiler.ProfilerActivity.CUDA in profiler.supported_activities():
+        pytest.skip("CUDA is recorded here")
+    with pytest.warns(UserWarning, match="accepted but not recorded") as caught:
+        with profiler.profile(activities=[profiler.ProfilerActivity.CPU,
+                                          profiler.ProfilerActivity.CUDA]):
+            pass
+    for w in caught:
+        assert "::" not in str(w.message), w.message

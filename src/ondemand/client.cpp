@@ -84,6 +84,8 @@ ProfilerConfig profiler_config(const CaptureRequest& r) {
   c.activities = {ActivityType::kCPU};
   if (r.gpu_activities) c.activities.push_back(ActivityType::kCUDA);
   c.lenses = r.lenses;
+  // The program's own profiler, refused while this capture records, is told what holds it.
+  c.name = "an on-demand capture (trace id " + r.trace_id + ")";
   return c;
 }
 
