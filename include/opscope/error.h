@@ -5,9 +5,11 @@
 // allowed. The hot path (ranges) never throws.
 //
 // Warnings (a schedule without warmup, a schedule that never fired, a lens that is accepted
-// but not recorded yet) go to a process-wide handler, stderr by default:
+// but not recorded yet) go to a process-wide handler, stderr by default; information (an
+// on-demand trace written) to another:
 //
 //   opscope::set_warning_handler([](std::string_view msg) { my_log(msg); });
+//   opscope::set_info_handler([](std::string_view msg) { my_log_info(msg); });
 #pragma once
 
 #include <cstddef>
@@ -47,5 +49,17 @@ WarningHandler set_warning_handler(WarningHandler handler);
 
 // Sends one warning to the current handler. Thread-safe; not for the hot path.
 void warn(std::string_view message);
+
+// Information that is no problem but that a user may want to see (an on-demand trace was
+// written, the daemon is reached again) goes to its own handler, not the warning one: stderr
+// by default, one line prefixed "opscope: ". The Python package routes it to
+// logging.getLogger("opscope") at INFO. Replaces the handler and returns the previous one;
+// an empty handler restores the default. Thread-safe.
+using InfoHandler = std::function<void(std::string_view)>;
+InfoHandler set_info_handler(InfoHandler handler);
+
+// Sends one line of information to the current info handler. Thread-safe; not for the hot
+// path.
+void inform(std::string_view message);
 
 }  // namespace opscope
