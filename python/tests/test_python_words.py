@@ -229,9 +229,9 @@ class _Records(logging.Handler):
 
 def test_information_goes_to_the_opscope_logger_not_warnings():
     logger = logging.getLogger("opscope")
-    # A handler of its own on the logger, and logging enabled for the test: a library used
-    # earlier in the suite (HTA) calls logging.disable(WARNING), which drops INFO records
-    # everywhere, and logging.config may disable existing loggers.
+    # A handler of its own on the logger, and logging enabled for the test: the HTA tests of
+    # this suite (test_analysis, test_hta_numbers, test_critical_path) call
+    # logging.disable(WARNING) at import to quiet HTA, which drops INFO records everywhere.
     records = _Records()
     saved = (logger.level, logger.disabled, logging.root.manager.disable)
     logger.addHandler(records)
