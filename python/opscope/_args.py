@@ -30,7 +30,9 @@ def flag(call: str, name: str, value: Any) -> bool:
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    if type(value).__name__ == "bool_":  # numpy.bool_, without importing numpy
+    kind = type(value)
+    # numpy's bool (numpy.bool_; named numpy.bool in numpy 2), without importing numpy.
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):
         return bool(value)
     raise fail(call, name, "a bool (True or False)", value)
 
