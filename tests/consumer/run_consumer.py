@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -106,8 +107,9 @@ def check_program(exe, env, work, prefix, name):
     json.loads((work / "trace.json").read_text())
 
     # 2. Traced on demand by the installed daemon and CLI, opted in by environment only.
-    sockets = work / "sockets"
-    sockets.mkdir()
+    # The socket directory is directly under /tmp, not in the work folder: a build directory
+    # deep enough leaves no room for the endpoint names in sockaddr_un's 108 bytes.
+    sockets = Path(tempfile.mkdtemp(prefix="opscope-sock-", dir="/tmp"))
     endpoint = f"opscope-consumer-{name}-{os.getpid()}"
     daemon = subprocess.Popen([prefix / "bin" / "opscope", "daemon", "--port", "0",
                                "--ipc-name", endpoint, "--socket-dir", sockets],
@@ -148,6 +150,7 @@ def check_program(exe, env, work, prefix, name):
             if p is not None:
                 p.kill()
                 p.wait()
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def check_python(prefix, work):
