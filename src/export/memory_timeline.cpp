@@ -25,14 +25,14 @@ using analysis::TimelineAction;
 using analysis::TimelineEntry;
 
 // Output reaches the sink in blocks of about this size.
-constexpr std::size_t kFlushBytes = 256 << 10;
+constexpr std::size_t kTimelineFlushBytes = 256 << 10;
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 void flush_if_full(JsonWriter& w, Sink& sink) {
-  if (w.size() >= kFlushBytes) {
+  if (w.size() >= kTimelineFlushBytes) {
     sink.write(w.view());
     w.clear();
   }
@@ -47,7 +47,7 @@ void put_item(JsonWriter& w, bool first, std::int64_t v) {
 
 // [[t0, t1, ...], [[0, a, ...], ...]]
 void write_coalesced(const CoalescedTimeline& c, Sink& sink) {
-  JsonWriter w(kFlushBytes + 4096);
+  JsonWriter w(kTimelineFlushBytes + 4096);
   w.append("[[");
   for (std::size_t i = 0; i < c.times_us.size(); ++i) {
     put_item(w, i == 0, c.times_us[i]);
@@ -68,7 +68,7 @@ void write_coalesced(const CoalescedTimeline& c, Sink& sink) {
 // [[t, action, numbytes, category], ...]; INCREMENT_VERSION is two rows (old version out,
 // new version in), DESTROY has negative bytes, as export_memory_timeline_raw writes them.
 void write_raw(std::span<const TimelineEntry> timeline, Sink& sink) {
-  JsonWriter w(kFlushBytes + 4096);
+  JsonWriter w(kTimelineFlushBytes + 4096);
   w.append("[");
   bool first = true;
   auto row = [&](const TimelineEntry& e, std::int64_t bytes) {

@@ -347,7 +347,7 @@ std::string_view json_type_name(JsonValue::Type type) noexcept {
 }
 
 namespace {
-std::string describe(const ParseError& e) {
+std::string describe_parse_error(const ParseError& e) {
   return "invalid JSON at byte " + std::to_string(e.offset) + ": " + e.what;
 }
 }  // namespace
@@ -357,7 +357,7 @@ JsonValue parse_json(std::string_view text) {
   try {
     Parser(text).document(&out);
   } catch (const ParseError& e) {
-    throw Error(describe(e));
+    throw Error(describe_parse_error(e));
   }
   return out;
 }
@@ -381,7 +381,7 @@ bool is_valid_json(std::string_view text, std::string* error) {
   try {
     internal::Parser(text).document(nullptr);
   } catch (const internal::ParseError& e) {
-    if (error != nullptr) *error = internal::describe(e);
+    if (error != nullptr) *error = internal::describe_parse_error(e);
     return false;
   }
   if (error != nullptr) error->clear();

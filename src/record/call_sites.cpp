@@ -13,7 +13,7 @@ struct CallSites {
   std::vector<const CallSite*> sites = std::vector<const CallSite*>(1, nullptr);
 };
 
-CallSites& table() {
+CallSites& call_site_table() {
   static CallSites* t = new CallSites;  // never destroyed: ranges may end after main returns
   return *t;
 }
@@ -24,7 +24,7 @@ namespace internal {
 
 std::uint32_t register_call_site(const CallSite& site) noexcept {
   collect::OwnWorkScope own;  // an allocation hook must not report the table's growth
-  CallSites& t = table();
+  CallSites& t = call_site_table();
   std::atomic_ref<std::uint32_t> index(site.compact_index);
   try {
     std::lock_guard<std::mutex> lock(t.mu);
@@ -47,7 +47,7 @@ std::uint32_t register_call_site(const CallSite& site) noexcept {
 namespace record {
 
 std::vector<const CallSite*> call_sites() {
-  CallSites& t = table();
+  CallSites& t = call_site_table();
   std::lock_guard<std::mutex> lock(t.mu);
   return t.sites;
 }
