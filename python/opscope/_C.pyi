@@ -123,9 +123,10 @@ class FunctionEventAvg:
     is_legacy: bool
     self_cpu_percent_total: float  # the table's Self CPU % of this key (torch 2)
     device_type: DeviceType
-    scope: None
-    cpu_parent: None
-    cpu_children: None
+    # The first member event's, as torch's (None in a row no event was added to).
+    scope: Optional[int]
+    cpu_parent: Optional[FunctionEvent]
+    cpu_children: Optional[List[FunctionEvent]]
     def add(self, other: Union[FunctionEvent, FunctionEventAvg]) -> FunctionEventAvg: ...
 
 class KeyAverages:

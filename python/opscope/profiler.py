@@ -36,7 +36,7 @@ from enum import Enum
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from . import _C
-from .profiler_util import EventList
+from .profiler_util import EventList, _FirstMembers
 
 __all__ = [
     "supported_activities",
@@ -346,7 +346,10 @@ class profile:
     ):
         self.activities = set(activities) if activities else supported_activities()
         if use_cuda is not None:
-            warnings.warn("use_cuda is deprecated, use activities argument instead")
+            # torch 2.x's words and category (torch 1.13: a UserWarning, "use_cuda is
+            # deprecated, use activities argument instead").
+            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
+                          FutureWarning)
             if use_cuda:
                 self.activities.add(ProfilerActivity.CUDA)
             else:
@@ -499,6 +502,7 @@ class profile:
             return self.events().key_averages(group_by_input_shape, group_by_stack_n)
         result = self._result()
         rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
+        _FirstMembers(rows, result.function_events, group_by_input_shape, group_by_stack_n)
         return EventList(rows, _result=result, _lenses=self._lenses())
 
     @property
