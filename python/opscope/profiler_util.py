@@ -189,9 +189,11 @@ class EventList(list):
             A FunctionEventAvg object keyed "Total".
         """
         total = _C.total_average_of(list(self))
-        if self:  # as torch's: the tree and scope of the first item added
-            first = self[0]
-            total._first = first if isinstance(first, FunctionEvent) else first._first_event()
+        if self:
+            # As torch's: it clears the key after each add, so each item added in turn hands the
+            # average its tree and scope, and the last one's stay.
+            last = self[-1]
+            total._first = last if isinstance(last, FunctionEvent) else last._first_event()
         return total
 
     @property

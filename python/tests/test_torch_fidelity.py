@@ -235,6 +235,24 @@ def test_function_event_avg_has_torchs_attributes_with_torchs_types():
     assert total.count == 6 and total.key == "outer"
 
 
+@pytest.mark.parametrize("grouping", [dict(group_by_input_shape=True), dict(group_by_stack_n=2)])
+def test_grouped_averages_carry_their_first_events_tree(grouping):
+    options = dict(record_shapes=True, with_stack=True)
+    tp, op = profiled(theirs, **options), profiled(ours, **options)
+    for p in (tp, op):
+        rows = {r.key: r for r in p.key_averages(**grouping) if r.key in USER_RANGES}
+        assert rows["inner"].cpu_parent.name == "outer"
+        assert rows["outer"].cpu_parent is None and rows["solo"].cpu_parent is None
+        assert user_names(rows["outer"].cpu_children) == ["inner"]
+        # total_average() keeps the last item's tree and scope (torch's clears its key after
+        # each add, so every add hands them over).
+        averages = p.key_averages(**grouping)
+        assert averages.total_average().scope == averages[-1].scope
+        last_parent = p.events()[-1].cpu_parent
+        total_parent = p.events().total_average().cpu_parent
+        assert (total_parent and total_parent.id) == (last_parent and last_parent.id)
+
+
 def test_tables_have_torchs_layout_sorting_and_total():
     tp, op = profiled(theirs), profiled(ours)
     for sort_by in ("count", "cpu_time_total"):
