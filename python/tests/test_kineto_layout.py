@@ -128,7 +128,8 @@ def test_chrome_trace_layout_is_kinetos(tmp_path, lenses):
         sorted(e["name"] for e in user_events(t_doc))
     t_ann, o_ann = t_cats[("X", "user_annotation")], o_cats[("X", "user_annotation")]
     assert o_ann["keys"] == t_ann["keys"]
-    assert set(t_ann["args"]) - set(o_ann["args"]) == expected["user_annotation args only torch has"]
+    assert set(t_ann["args"]) - set(o_ann["args"]) == \
+        expected["user_annotation args only torch has"]
     assert set(o_ann["args"]) - set(t_ann["args"]) == \
         expected.get("user_annotation args only opscope has", set())
     for key in set(t_ann["args"]) & set(o_ann["args"]):

@@ -6,8 +6,9 @@ compares what a torch user sees: which ranges exist and their names, the attribu
 result objects (names taken from torch's own instances) and their types, tables, warnings and
 errors, the steps on_trace_ready fires at, and torch.autograd.profiler's older API. Where
 torch 2.x and 1.13 differ, opscope follows 2.x (TORCH2 below picks what torch is expected to
-do). Where opscope deliberately differs, the test names the difference and asserts it. torch records its
-own operators (aten::zeros, ... at start); comparisons are over the ranges the workload makes.
+do). Where opscope deliberately differs, the test names the difference and asserts it. torch
+records its own operators (aten::zeros, ... at start); comparisons are over the ranges the
+workload makes.
 """
 
 import re
@@ -300,7 +301,8 @@ def test_use_cuda_warns_that_it_is_deprecated():
     modern = (FutureWarning, r"`use_cuda` is deprecated, use `activities` argument instead")
     for module, (category, message) in (
             (ours, modern),
-            (theirs, modern if TORCH2 else (UserWarning, "use_cuda is deprecated, use activities"))):
+            (theirs, modern if TORCH2 else
+             (UserWarning, "use_cuda is deprecated, use activities"))):
         with pytest.warns(category, match=message):
             module.profile(use_cuda=False)
 
