@@ -57,7 +57,9 @@ def workload(module):
     for _ in range(3):
         with module.record_function("outer"):
             with module.record_function("inner"):
-                data.append(bytearray(1 << 16))  # memory a profile_memory window may see
+                # Memory both see under profile_memory: torch its tensor's, opscope the
+                # Python allocator's.
+                data.append((torch.ones(64, 64), bytearray(1 << 16)))
                 sum(i * i for i in range(200))
     with module.record_function("solo"):
         pass

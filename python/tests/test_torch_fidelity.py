@@ -332,8 +332,14 @@ def test_autograd_profile_records_and_summarizes():
         assert p.total_average().key == "Total"
         assert p.self_cpu_time_total > 0
         assert "Self CPU time total" in p.table(sort_by="count")
-        with pytest.raises(RuntimeError, match="Profiler didn't finish running"):
-            module.profile().table()
+        unfinished = module.profile()
+        if module is our_autograd or TORCH2:
+            # As torch 2.x: an unfinished profile's summaries are empty.
+            assert unfinished.table() == "" and list(unfinished.function_events) == []
+            assert unfinished.total_average().count == 0
+        else:  # torch 1.13 raised
+            with pytest.raises(RuntimeError, match="Profiler didn't finish running"):
+                unfinished.table()
     t_row, o_row = (next(r for r in p.key_averages() if r.key == "outer") for p in results)
     assert o_row.count == t_row.count == 3
 
