@@ -65,3 +65,40 @@ opscope_bench_names() {
 opscope_usage() {
   awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"
 }
+
+# ctest in BUILD_DIR with the scripts' parallelism; on failure, the failures' own lines
+# (failure_digest) are printed and appended to the file $digest names, when set (scripts/test
+# repeats them after its summary).
+run_ctest() {  # BUILD_DIR [ctest arguments...]
+  ctest --test-dir "$OPSCOPE_ROOT/$1" --output-on-failure --no-tests=error -j "$OPSCOPE_JOBS" \
+    "${@:2}" && return 0
+  local rc=$?
+  failure_digest "$1" | tee -a "${digest:-/dev/null}"
+  return $rc
+}
+
+# What each failed test of BUILD_DIR's last ctest run said that names the failure (gtest's and
+# pytest's failure lines, else the output's last lines): repeated after the summary, where a
+# reader of a long log (CI's tail) looks first.
+failure_digest() {  # BUILD_DIR
+  local log="$OPSCOPE_ROOT/$1/Testing/Temporary/LastTest.log"
+  [[ -f "$log" ]] || return 0
+  echo "==> failed tests in $1:"
+  awk '
+    BEGIN { failure = "^(FAILED|ERROR) |^E   |\\[  FAILED  \\]|Failure$|: error:|^Expected|^  Actual|Which is:|Value of:" }
+    / Testing: / { name = $0; sub(/^[0-9]+\/[0-9]+ Testing: /, "", name); n = 0; keep = 0; next }
+    /^<end of output>$/ { out = 0; next }
+    /^Output:$/ { out = 1; getline; next }
+    out { lines[++n] = $0; if ($0 ~ failure) keep++; next }
+    /^Test (Failed|Timeout|Skipped|Passed)/ || /^Test .*(Failed|Exception|Timeout)/ {
+      if ($0 ~ /Passed|Skipped/) next
+      printf "--- %s (%s)\n", name, $0
+      shown = 0
+      for (i = 1; i <= n; i++) {
+        if (keep == 0 && i <= n - 15) continue
+        if (keep > 0 && lines[i] !~ failure) continue
+        if (++shown > 40) { print "    ..."; break }
+        print "    " lines[i]
+      }
+    }' "$log"
+}

@@ -84,6 +84,10 @@ struct ProfilerConfig {
   // covers the same steps as the window; cleaned up (its file finalized) when the Profiler is
   // destroyed. Register it (register_callback) before the first window.
   std::shared_ptr<ExecutionTraceObserver> execution_trace_observer = {};
+  // What errors call this profiler: another one that cannot start while this one records is
+  // told "an opscope::Profiler is already recording". The Python package names its
+  // opscope.profiler.profile, the on-demand client its capture.
+  std::string name = "an opscope::Profiler";
 };
 
 class Profiler {

@@ -26,9 +26,17 @@ from . import _C
 
 
 def _plotly():
-    import plotly.express as px
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    try:
+        import plotly.express as px
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+    except ImportError as e:
+        raise ImportError(
+            f"visualize=True draws with plotly, which cannot be imported here ({e}); install "
+            "it: apt-get install python3-plotly (Debian, Ubuntu) or pip install plotly, or "
+            "pass visualize=False for the DataFrames alone",
+            name="plotly",
+        ) from e
 
     return px, go, make_subplots
 

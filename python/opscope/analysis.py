@@ -41,12 +41,19 @@ This module imports pandas; ``import opscope`` does not import it (nor this modu
 """
 
 import os
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import pandas as pd
+try:
+    import pandas as pd
+except ImportError as e:  # pandas missing, or present but broken (a numpy it was not built for)
+    raise ImportError(
+        f"opscope.analysis needs pandas, which cannot be imported here ({e}); install it: "
+        "apt-get install python3-pandas (Debian, Ubuntu) or pip install pandas. "
+        "opscope.profiler works without it.",
+        name="pandas",
+    ) from e
 
-from . import _C
+from . import _C, _args
 from ._raw_trace import RawTrace, Trace
 
 try:  # HTA's critical-path names, re-exported; they need networkx (HTA's CPGraph is a DiGraph)
@@ -277,11 +284,9 @@ class TraceAnalysis:
             if not names:
                 # HTA builds an analyzer of no traces here (and logs an error); so does opscope,
                 # with a warning, so that a wrong folder is not silent.
-                warnings.warn(
+                _args.warn(
                     f"opscope.analysis.TraceAnalysis: no .json or .json.gz trace in directory "
                     f"{trace_dir!r} (missing or empty); the analyzer has no traces",
-                    UserWarning,
-                    stacklevel=3,
                 )
             return [os.path.join(trace_dir, n) for n in names], None
         if isinstance(trace_files, dict):
@@ -476,12 +481,10 @@ class TraceAnalysis:
         self._require("patterns", "get_frequent_cuda_kernel_sequences")
         if not operator_name:
             return pd.DataFrame()
-        warnings.warn(
+        _args.warn(
             "opscope.analysis.TraceAnalysis.get_frequent_cuda_kernel_sequences: the trace with "
             f"the patterns overlaid is not written to {output_dir!r} (opscope returns the "
             "DataFrame only)",
-            UserWarning,
-            stacklevel=2,
         )
         options = {"operator_name": str(operator_name), "min_pattern_len": int(min_pattern_len)}
         df = self._report("patterns", options, [rank])["patterns"]

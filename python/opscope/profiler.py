@@ -30,12 +30,12 @@ import functools
 import os
 import socket
 import time
-import warnings
 import weakref
 from enum import Enum
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from . import _C
+from . import _args
 from .profiler_util import EventList, _FirstMembers
 
 __all__ = [
@@ -57,9 +57,43 @@ __all__ = [
 PROFILER_STEP_NAME = "ProfilerStep"
 
 ProfilerActivity = _C.ProfilerActivity
-ExperimentalConfig = _C.ExperimentalConfig
+
+
+class ExperimentalConfig(_C.ExperimentalConfig):
+    """torch's ``_ExperimentalConfig`` (``profiler_metrics``, ``profiler_measure_per_kernel``,
+    ``verbose``) and opscope's own options: ``buffer_limit_bytes`` (the session's buffers, 1 GiB
+    by default), ``record_all_threads`` (False: only the thread that starts the profile),
+    ``cuda_event_timing`` (time ranges with CUDA events).
+
+    A wrong type raises TypeError naming the parameter and the types allowed.
+    """
+
+    def __init__(self, profiler_metrics: Iterable[str] = (),
+                 profiler_measure_per_kernel: bool = False, verbose: bool = True, *,
+                 buffer_limit_bytes: Optional[int] = None, record_all_threads: bool = True,
+                 cuda_event_timing: bool = False):
+        call = "ExperimentalConfig()"
+        if isinstance(profiler_metrics, str) or not hasattr(profiler_metrics, "__iter__"):
+            raise _args.fail(call, "profiler_metrics", "a list of str", profiler_metrics)
+        metrics = [_args.text(call, "profiler_metrics", m) for m in profiler_metrics]
+        options = {
+            "profiler_measure_per_kernel": _args.flag(call, "profiler_measure_per_kernel",
+                                                      profiler_measure_per_kernel),
+            "verbose": _args.flag(call, "verbose", verbose),
+            "record_all_threads": _args.flag(call, "record_all_threads", record_all_threads),
+            "cuda_event_timing": _args.flag(call, "cuda_event_timing", cuda_event_timing),
+        }
+        if buffer_limit_bytes is not None:  # None: the native default
+            options["buffer_limit_bytes"] = _args.integer(call, "buffer_limit_bytes",
+                                                          buffer_limit_bytes)
+            if options["buffer_limit_bytes"] < 0:
+                raise ValueError(f"{call}: buffer_limit_bytes must be >= 0, got "
+                                 f"{buffer_limit_bytes}")
+        super().__init__(metrics, **options)
+
+
 # torch.profiler's spelling.
-_ExperimentalConfig = _C.ExperimentalConfig
+_ExperimentalConfig = ExperimentalConfig
 RecordFunctionFast = _C.RecordFunctionFast
 
 _STACK_METRICS = ("self_cpu_time_total", "self_cuda_time_total")
@@ -139,6 +173,10 @@ def schedule(
     argument) when wait, warmup, repeat or skip_first is negative or active is not positive:
     a ValueError, and an AssertionError as torch raises. Warns when warmup is 0.
     """
+    wait, warmup, active, repeat, skip_first = (
+        _args.integer("schedule()", name, value)
+        for name, value in (("wait", wait), ("warmup", warmup), ("active", active),
+                            ("repeat", repeat), ("skip_first", skip_first)))
     try:
         native = _C.schedule(
             wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
@@ -168,6 +206,9 @@ def tensorboard_trace_handler(
     defaults to ``<hostname>_<pid>``. The directory is created when needed; the handler
     raises RuntimeError ("Can't create directory: <dir_name>") when it cannot be.
     """
+    dir_name = _args.path("tensorboard_trace_handler()", "dir_name", dir_name)
+    _args.text("tensorboard_trace_handler()", "worker_name", worker_name, optional=True)
+    use_gzip = _args.flag("tensorboard_trace_handler()", "use_gzip", use_gzip)
     if not dir_name:
         raise ValueError(
             "tensorboard_trace_handler: dir_name is empty; give the log directory to write to"
@@ -240,7 +281,9 @@ class ExecutionTraceObserver:
         Raises RuntimeError when the path cannot be written or another observer is registered
         in this process.
         """
-        self._native.register_callback(output_file_path)
+        self._native.register_callback(
+            _args.path("ExecutionTraceObserver.register_callback()", "output_file_path",
+                       output_file_path))
         return self
 
     def unregister_callback(self) -> None:
@@ -344,23 +387,40 @@ class profile:
         acc_events: bool = False,
         use_cuda: Optional[bool] = None,
     ):
+        call = "profile()"
+        if activities is not None and not hasattr(activities, "__iter__"):
+            raise _args.fail(call, "activities", "an iterable of ProfilerActivity (CPU, CUDA)",
+                             activities)
         self.activities = set(activities) if activities else supported_activities()
         if use_cuda is not None:
+            use_cuda = _args.flag(call, "use_cuda", use_cuda)
             # torch 2.x's words and category (torch 1.13: a UserWarning, "use_cuda is
             # deprecated, use activities argument instead").
-            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
-                          FutureWarning)
+            _args.warn("`use_cuda` is deprecated, use `activities` argument instead",
+                       FutureWarning)
             if use_cuda:
                 self.activities.add(ProfilerActivity.CUDA)
             else:
                 self.activities.discard(ProfilerActivity.CUDA)
         for activity in self.activities:
             if not isinstance(activity, ProfilerActivity):
-                raise ValueError(
-                    f"activities must hold ProfilerActivity values (CPU, CUDA), got {activity!r}"
-                )
+                raise TypeError(f"{call}: activities must hold ProfilerActivity values (CPU, "
+                                f"CUDA), got {_args.got(activity)}")
+        record_shapes, profile_memory, with_stack, with_flops, with_modules, acc_events = (
+            _args.flag(call, name, value)
+            for name, value in (("record_shapes", record_shapes),
+                                ("profile_memory", profile_memory), ("with_stack", with_stack),
+                                ("with_flops", with_flops), ("with_modules", with_modules),
+                                ("acc_events", acc_events)))
+        if experimental_config is not None and not isinstance(experimental_config,
+                                                              _C.ExperimentalConfig):
+            raise _args.fail(call, "experimental_config",
+                             "an opscope.profiler.ExperimentalConfig or None", experimental_config)
         if on_trace_ready is not None and not callable(on_trace_ready):
-            raise TypeError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
+            raise TypeError(f"{call}: on_trace_ready must be callable, got {on_trace_ready!r}")
+        if schedule is not None and not callable(schedule):
+            raise TypeError(f"{call}: schedule must be a callable taking the step number (as "
+                            f"schedule() returns), got {schedule!r}")
         self.schedule = schedule if schedule is not None else _default_schedule_fn
         # As torch: steps are ProfilerStep#N ranges only when a schedule was given.
         self.record_steps = schedule is not None
@@ -374,10 +434,9 @@ class profile:
         if execution_trace_observer is not None and not isinstance(
             execution_trace_observer, ExecutionTraceObserver
         ):
-            raise TypeError(
-                "execution_trace_observer must be an opscope.profiler.ExecutionTraceObserver, "
-                f"got {type(execution_trace_observer).__name__}"
-            )
+            raise _args.fail(call, "execution_trace_observer",
+                             "an opscope.profiler.ExecutionTraceObserver or None",
+                             execution_trace_observer)
         self.execution_trace_observer = execution_trace_observer
         self.preset_metadata: Dict[str, str] = {}
         self.acc_events = acc_events
@@ -471,9 +530,10 @@ class profile:
 
     # -- results ---------------------------------------------------------------------------
 
-    def _result(self) -> _C.Result:
-        # RuntimeError, naming the reason, when no window has finished yet.
-        return self._native.result()
+    def _result(self, call: str) -> _C.Result:
+        # RuntimeError, naming the reason and `call` (the method the user called), when no
+        # window has finished yet.
+        return self._native.result(f"profile.{call}()")
 
     def _lenses(self) -> dict:
         return {"profile_memory": self.profile_memory, "with_flops": self.with_flops}
@@ -485,7 +545,7 @@ class profile:
         if self.acc_events and self._windows:
             events = [e for window in self._windows for e in window.function_events()]
             return EventList(events, _lenses=self._lenses())
-        result = self._result()
+        result = self._result("events")
         return EventList(result.function_events(), _result=result, _lenses=self._lenses())
 
     def key_averages(
@@ -498,9 +558,13 @@ class profile:
         Needs ``record_shapes`` for input shapes and ``with_stack`` for stacks. The result's
         ``table(sort_by=None, row_limit=100, ...)`` renders the operator table.
         """
+        group_by_input_shape = _args.flag("profile.key_averages()", "group_by_input_shape",
+                                          group_by_input_shape)
+        group_by_stack_n = _args.integer("profile.key_averages()", "group_by_stack_n",
+                                         group_by_stack_n)
         if self.acc_events and len(self._windows) > 1:
             return self.events().key_averages(group_by_input_shape, group_by_stack_n)
-        result = self._result()
+        result = self._result("key_averages")
         rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
         _FirstMembers(rows, result.function_events, group_by_input_shape, group_by_stack_n)
         return EventList(rows, _result=result, _lenses=self._lenses())
@@ -521,7 +585,8 @@ class profile:
 
     def export_chrome_trace(self, path: str) -> None:
         """Exports the last window as a Chrome/Perfetto trace (gzip when path ends in .gz)."""
-        self._result().export_chrome_trace(os.fspath(path))
+        path = _args.path("profile.export_chrome_trace()", "path", path)
+        self._result("export_chrome_trace").export_chrome_trace(path)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Save stack traces to a file, in the collapsed format flame-graph tools read.
@@ -530,12 +595,14 @@ class profile:
             path (str): save stacks file to this location;
             metric (str): metric to use: "self_cpu_time_total" or "self_cuda_time_total"
         """
+        path = _args.path("profile.export_stacks()", "path", path)
+        _args.text("profile.export_stacks()", "metric", metric)
         if metric not in _STACK_METRICS:
             raise ValueError(
                 f"export_stacks: unknown metric '{metric}'; use {_STACK_METRICS[0]} or "
                 f"{_STACK_METRICS[1]}"
             )
-        self._result().export_stacks(os.fspath(path), metric)
+        self._result("export_stacks").export_stacks(path, metric)
 
     def export_memory_timeline(self, path: str, device: Optional[str] = None) -> None:
         """Exports the memory timeline of ``device`` (default "cpu"); the format follows the
@@ -543,27 +610,34 @@ class profile:
 
         Needs record_shapes, profile_memory and with_stack (ValueError otherwise).
         """
+        path = _args.path("profile.export_memory_timeline()", "path", path)
+        _args.text("profile.export_memory_timeline()", "device", device, optional=True)
         required = ("record_shapes", "profile_memory", "with_stack")
         missing = [f"{name}=True" for name in required if not getattr(self, name)]
         if missing:
             raise ValueError(f"{', '.join(missing)} required for memory profiling.")
-        self._result().export_memory_timeline(os.fspath(path), device or "cpu")
+        result = self._result("export_memory_timeline")
+        result.export_memory_timeline(path, device or "cpu")
 
     # -- metadata --------------------------------------------------------------------------
 
     def add_metadata(self, key: str, value: str) -> None:
         """Adds user-defined metadata with a string key and value to the trace file."""
-        self._native.add_metadata(key, value)
+        self._native.add_metadata(_args.text("profile.add_metadata()", "key", key),
+                                  _args.text("profile.add_metadata()", "value", value))
 
     def add_metadata_json(self, key: str, value: str) -> None:
         """Adds user-defined metadata with a string key and a valid JSON value to the trace
         file (ValueError when ``value`` is not valid JSON)."""
-        self._native.add_metadata_json(key, value)
+        self._native.add_metadata_json(_args.text("profile.add_metadata_json()", "key", key),
+                                       _args.text("profile.add_metadata_json()", "value", value))
 
     def preset_metadata_json(self, key: str, value: str) -> None:
         """Presets user-defined metadata, added to every window this profile records
         (ValueError when ``value`` is not valid JSON)."""
-        self._native.preset_metadata_json(key, value)
+        self._native.preset_metadata_json(
+            _args.text("profile.preset_metadata_json()", "key", key),
+            _args.text("profile.preset_metadata_json()", "value", value))
         self.preset_metadata[key] = value
 
     def _stats(self) -> Optional[dict]:

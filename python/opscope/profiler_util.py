@@ -11,11 +11,11 @@ window's immutable result; tables are rendered by the same C++ code as
 
 from __future__ import annotations
 
-import os
 from collections import namedtuple
 from typing import Any, Callable, Iterable, List, Optional
 
 from . import _C
+from . import _args
 
 __all__ = ["EventList", "FunctionEvent", "FunctionEventAvg", "DeviceType", "Interval", "Kernel"]
 
@@ -130,6 +130,17 @@ class EventList(list):
         Returns:
             A string containing the table.
         """
+        call = "EventList.table()"
+        _args.text(call, "sort_by", sort_by, optional=True)
+        row_limit, max_src_column_width, max_name_column_width, max_shapes_column_width = (
+            _args.integer(call, name, value)
+            for name, value in (("row_limit", row_limit),
+                                ("max_src_column_width", max_src_column_width),
+                                ("max_name_column_width", max_name_column_width),
+                                ("max_shapes_column_width", max_shapes_column_width)))
+        _args.text(call, "header", header, optional=True)
+        top_level_events_only = _args.flag(call, "top_level_events_only", top_level_events_only)
+        _args.text(call, "time_unit", time_unit, optional=True)
         return _C.table_of(
             list(self), profile_memory=bool(self._lenses.get("profile_memory")),
             with_flops=bool(self._lenses.get("with_flops")), sort_by=sort_by,
@@ -155,6 +166,10 @@ class EventList(list):
         Returns:
             An EventList containing FunctionEventAvg objects.
         """
+        group_by_input_shape = _args.flag("EventList.key_averages()", "group_by_input_shape",
+                                          group_by_input_shape)
+        group_by_stack_n = _args.integer("EventList.key_averages()", "group_by_stack_n",
+                                         group_by_stack_n)
         events = [e for e in self if isinstance(e, FunctionEvent)]
         if len(events) != len(self):
             raise TypeError("key_averages() averages FunctionEvents; this list holds averages")
@@ -205,14 +220,16 @@ class EventList(list):
     def export_chrome_trace(self, path: str) -> None:
         """Exports the window these events came from as a Chrome/Perfetto trace
         (``chrome://tracing``, https://ui.perfetto.dev); gzip when ``path`` ends in .gz."""
-        self._window().export_chrome_trace(os.fspath(path))
+        path = _args.path("EventList.export_chrome_trace()", "path", path)
+        self._window().export_chrome_trace(path)
 
     def supported_export_stacks_metrics(self) -> List[str]:
         return list(_STACK_METRICS)
 
     def export_stacks(self, path: str, metric: str) -> None:
         """Writes the window's stacks in the collapsed format flame-graph tools read."""
+        path = _args.path("EventList.export_stacks()", "path", path)
         if metric not in _STACK_METRICS:
             raise ValueError(
                 "metric should be one of: " + str(self.supported_export_stacks_metrics()))
-        self._window().export_stacks(os.fspath(path), metric)
+        self._window().export_stacks(path, metric)

@@ -39,6 +39,19 @@ class PyRef {
   py::object object_;
 };
 
+// Runs `fn` and names the Python call `call` ("profile.start()") in the opscope::Error it
+// throws, in place of the C++ call the library names ("Profiler::start()"): RuntimeError
+// "<call>: <detail>", the detail word for word. Without the GIL is fine (nothing Python is
+// touched until the exception is translated).
+template <typename Fn>
+decltype(auto) in_call(const char* call, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const Error& e) {
+    throw Error(call, e.detail());  // RuntimeError (errors.cpp)
+  }
+}
+
 // Runs `fn` and turns opscope::Error into ValueError: for calls whose only failures are bad
 // arguments (schedule values, sort keys, JSON metadata), as profiler.py raises ValueError
 // there. Every other opscope::Error reaches Python as RuntimeError (errors.cpp).

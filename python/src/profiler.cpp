@@ -97,12 +97,13 @@ struct SyncMemoryHooks {
 // call on_trace_ready, which takes the GIL back). The step range it begins takes the caller's
 // Python frames, captured before the GIL is released; afterwards, even when it threw, Python's
 // allocator wrappers follow the window that may have begun or ended.
-void transition(PyProfiler& p, void (Profiler::*call)()) {
+// `name` is the Python call ("profile.start()") its errors name.
+void transition(PyProfiler& p, void (Profiler::*call)(), const char* name) {
   const SyncMemoryHooks sync;
   const PythonStackSnapshot frames(p.with_stack);
   py::gil_scoped_release release;
   Lock lock(p.mutex);
-  (p.profiler.*call)();
+  in_call(name, [&] { (p.profiler.*call)(); });
 }
 
 std::unique_ptr<PyProfiler> make_profiler(std::vector<ActivityType> activities,
@@ -113,6 +114,7 @@ std::unique_ptr<PyProfiler> make_profiler(std::vector<ActivityType> activities,
                                           std::optional<ExperimentalConfig> experimental,
                                           const py::object& execution_trace_observer) {
   ProfilerConfig config;
+  config.name = "an opscope.profiler.profile";
   config.activities = std::move(activities);
   config.schedule = to_schedule(schedule);
   if (!on_trace_ready.is_none()) {
@@ -296,9 +298,9 @@ void bind_profiler(py::module_& m) {
            py::arg("with_flops") = false, py::arg("with_modules") = false,
            py::arg("experimental_config") = py::none(),
            py::arg("execution_trace_observer") = py::none())
-      .def("start", [](PyProfiler& p) { transition(p, &Profiler::start); })
-      .def("stop", [](PyProfiler& p) { transition(p, &Profiler::stop); })
-      .def("step", [](PyProfiler& p) { transition(p, &Profiler::step); })
+      .def("start", [](PyProfiler& p) { transition(p, &Profiler::start, "profile.start()"); })
+      .def("stop", [](PyProfiler& p) { transition(p, &Profiler::stop, "profile.stop()"); })
+      .def("step", [](PyProfiler& p) { transition(p, &Profiler::step, "profile.step()"); })
       .def_property_readonly("step_num",
                              [](PyProfiler& p) {
                                py::gil_scoped_release release;
@@ -319,11 +321,14 @@ void bind_profiler(py::module_& m) {
                              })
       .def(
           "result",
-          [](PyProfiler& p) {
+          [](PyProfiler& p, const std::string& call) {
             Lock lock(p.mutex);
-            return std::make_shared<ResultView>(p.profiler.shared_result());
+            return std::make_shared<ResultView>(
+                in_call(call.c_str(), [&] { return p.profiler.shared_result(); }));
           },
-          Release(), "The last finished window (RuntimeError when none has finished).")
+          py::arg("call") = "profile.events()", Release(),
+          "The last finished window (RuntimeError when none has finished, naming `call`, the "
+          "Python call that asked).")
       .def(
           "has_result",
           [](PyProfiler& p) {

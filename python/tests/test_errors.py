@@ -190,7 +190,7 @@ def test_wrong_argument_types():
         profiler.profile(schedule=3)
     with pytest.raises(TypeError, match="on_trace_ready must be callable"):
         profiler.profile(on_trace_ready="print")
-    with pytest.raises(ValueError, match="activities must hold ProfilerActivity values .*'cpu'"):
+    with pytest.raises(TypeError, match="activities must hold ProfilerActivity values .*'cpu'"):
         profiler.profile(activities=["cpu"])
     with pytest.raises(TypeError, match="execution_trace_observer must be an opscope.profiler.ExecutionTraceObserver"):
         profiler.profile(execution_trace_observer=object())

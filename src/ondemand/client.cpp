@@ -45,7 +45,11 @@ using Wall = std::chrono::system_clock;
 // A pending iteration capture is dropped when step() has not been called for this long.
 constexpr std::chrono::seconds kStepsStalled{60};
 
+// What went wrong or was refused: a warning. What went as asked (a trace written, the daemon
+// reached again) is information, logged by note() and never a warning: a program that turns
+// warnings into errors must not fail because a capture succeeded.
 void log(const std::string& message) { warn("on-demand: " + message); }
+void note(const std::string& message) { inform("on-demand: " + message); }
 
 std::optional<std::int64_t> env_number(const char* name) {
   const char* v = std::getenv(name);
@@ -84,6 +88,8 @@ ProfilerConfig profiler_config(const CaptureRequest& r) {
   c.activities = {ActivityType::kCPU};
   if (r.gpu_activities) c.activities.push_back(ActivityType::kCUDA);
   c.lenses = r.lenses;
+  // The program's own profiler, refused while this capture records, is told what holds it.
+  c.name = "an on-demand capture (trace id " + r.trace_id + ")";
   return c;
 }
 
@@ -303,7 +309,7 @@ void Client::poll_daemon() {
     log(error + "; is the daemon running? Polling goes on every " +
         std::to_string(options_.poll_interval.count()) + " ms (warned once)");
   }
-  if (ok && send_failing_) log("reached the daemon '" + options_.daemon_endpoint + "'");
+  if (ok && send_failing_) note("reached the daemon '" + options_.daemon_endpoint + "'");
   send_failing_ = !ok;
 }
 
@@ -525,7 +531,7 @@ void Client::export_finished() {
     ++traces_;
     last_trace_ = path;
   }
-  log("trace written to " + path);
+  note("trace written to " + path);
   report(r.trace_id, "written", path);
   if (r.memory_profile) {
     // PROFILE_MEMORY: the window's memory timeline beside the trace. The lenses PyTorch asks
@@ -537,7 +543,7 @@ void Client::export_finished() {
       internal::write_memory_timeline(done->profiler->result(),
                                       internal::parse_timeline_device("cpu"),
                                       internal::MemoryTimelineFormat::kHtml, sink);
-      log("memory timeline written to " + page);
+      note("memory timeline written to " + page);
     } catch (const std::exception& e) {
       log("could not write the memory timeline " + page + ": " + e.what());
     }

@@ -35,8 +35,17 @@ sockaddr_un address_of(std::string_view name, const std::string& dir, socklen_t*
   } else {
     const std::string path = dir + "/" + std::string(name);
     if (path.size() + 1 > sizeof a.sun_path) {
+      // No fallback to a shorter directory: the daemon answers a client by its name in the
+      // daemon's own socket directory, so both must use the same one. Say what to change.
+      const std::size_t fits =
+          name.size() + 2 < sizeof a.sun_path ? sizeof a.sun_path - 2 - name.size() : 0;
       throw Error("IPC socket path too long (" + std::to_string(path.size()) + " bytes, at most " +
-                  std::to_string(sizeof a.sun_path - 1) + "): " + path);
+                  std::to_string(sizeof a.sun_path - 1) + "): " + path +
+                  "; the socket directory leaves too little room for the endpoint name '" +
+                  std::string(name) + "': set KINETO_IPC_SOCKET_DIR (the daemon's --socket-dir, " +
+                  "the same directory for both) to a directory of at most " + std::to_string(fits) +
+                  " bytes (e.g. one made by mktemp -d under /tmp), or unset it for Linux's "
+                  "abstract socket namespace");
     }
     std::memcpy(a.sun_path, path.data(), path.size());
     *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);

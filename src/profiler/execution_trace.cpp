@@ -506,8 +506,8 @@ ExecutionTraceObserver& ExecutionTraceObserver::register_callback(
   if (m.trace) {
     if (!m.warned_repeat) {
       m.warned_repeat = true;
-      warn("ExecutionTraceObserver::register_callback('" + output_file_path +
-           "'): already registered, writing '" + m.path +
+      warn("register_callback('" + output_file_path +
+           "') of an ExecutionTraceObserver: already registered, writing '" + m.path +
            "'; no second observer is added (call unregister_callback() first to change the "
            "path)");
     }
@@ -515,7 +515,7 @@ ExecutionTraceObserver& ExecutionTraceObserver::register_callback(
   }
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   if (g_registered != nullptr) {
-    throw Error("ExecutionTraceObserver::register_callback('" + output_file_path +
+    throw Error("register_callback('" + output_file_path +
                 "'): another ExecutionTraceObserver is already registered in this process, "
                 "writing '" +
                 g_registered_path +
@@ -547,7 +547,7 @@ void ExecutionTraceObserver::start() {
   Impl& m = *impl_;
   if (!m.trace) {
     warn(
-        "ExecutionTraceObserver::start(): not registered, so nothing is recorded; call "
+        "start() of an ExecutionTraceObserver: not registered, so nothing is recorded; call "
         "register_callback(path) first");
     return;
   }

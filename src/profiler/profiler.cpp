@@ -241,9 +241,9 @@ Profiler::~Profiler() {
 void Profiler::start() {
   Impl& m = *impl_;
   if (m.started) {
-    throw Error("Profiler::start(): the profiler is already started; call stop() first");
+    throw Error("Profiler::start()", "the profiler is already started; call stop() first");
   }
-  session::Recorder::claim(this, "an opscope::Profiler");
+  session::Recorder::claim(this, m.config.name.c_str());
   if (!m.not_recorded.empty()) {
     std::string names;
     for (const auto& n : m.not_recorded) {
@@ -252,7 +252,8 @@ void Profiler::start() {
       if (n == "cuda events") names += " (" + cuda_event_timing_unavailable_reason() + ")";
     }
     warn("accepted but not recorded: " + names +
-         " (listed in SessionStats::not_recorded and the trace's \"opscope_not_recorded\")");
+         " (listed as not_recorded in the session's stats and as \"opscope_not_recorded\" in "
+         "the trace)");
   }
   m.started = true;
   m.steps_taken = false;
@@ -265,7 +266,7 @@ void Profiler::start() {
 void Profiler::step() {
   Impl& m = *impl_;
   if (!m.started) {
-    throw Error("Profiler::step(): the profiler is not started; call start() first");
+    throw Error("Profiler::step()", "the profiler is not started; call start() first");
   }
   m.end_step_range();
   const ProfilerAction prev = m.action;
@@ -279,7 +280,7 @@ void Profiler::step() {
 void Profiler::stop() {
   Impl& m = *impl_;
   if (!m.started) {
-    throw Error("Profiler::stop(): the profiler is not started; call start() first");
+    throw Error("Profiler::stop()", "the profiler is not started; call start() first");
   }
   m.end_step_range();
   m.started = false;
@@ -311,7 +312,8 @@ const ProfilerResult& Profiler::result() const { return *shared_result(); }
 std::shared_ptr<const ProfilerResult> Profiler::shared_result() const {
   if (!impl_->result) {
     throw Error(
-        "Profiler::result(): no recording window has finished yet (the schedule records "
+        "Profiler::result()",
+        "no recording window has finished yet (the schedule records "
         "between its RECORD steps; results exist after stop() or on_trace_ready)");
   }
   return impl_->result;

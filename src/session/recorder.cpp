@@ -25,9 +25,11 @@ constinit const char* g_owner_what = nullptr;
 void Recorder::claim(const void* owner, const char* what) {
   std::lock_guard<std::mutex> lock(g_claim_mu);
   if (g_owner != nullptr && g_owner != owner) {
-    throw Error("cannot start " + std::string(what) + ": " + g_owner_what +
-                " is already recording in this process, and opscope records one session at "
-                "a time; stop it first");
+    // "where" is the attempt, so that a binding may name its own call in its place.
+    throw Error("cannot start " + std::string(what),
+                std::string(g_owner_what) +
+                    " is already recording in this process, and opscope records one session "
+                    "at a time; stop it first");
   }
   g_owner = owner;
   g_owner_what = what;

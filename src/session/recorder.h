@@ -31,9 +31,10 @@ struct WindowOptions {
 
 class Recorder {
  public:
-  // Claims the process-wide recorder for `owner`, described by `what` (a string literal: "an
-  // opscope::Profiler", "the legacy profiler") in the error another claimant gets. Throws
-  // opscope::Error when another owner holds it.
+  // Claims the process-wide recorder for `owner`, described by `what` ("an opscope::Profiler",
+  // a Profiler's ProfilerConfig::name, "the legacy profiler") in the error another claimant
+  // gets; `what` must stay valid while the claim is held. Throws opscope::Error when another
+  // owner holds it.
   static void claim(const void* owner, const char* what);
   // Releases the claim if `owner` holds it.
   static void release(const void* owner) noexcept;

@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -106,8 +107,9 @@ def check_program(exe, env, work, prefix, name):
     json.loads((work / "trace.json").read_text())
 
     # 2. Traced on demand by the installed daemon and CLI, opted in by environment only.
-    sockets = work / "sockets"
-    sockets.mkdir()
+    # The socket directory is directly under /tmp, not in the work folder: a build directory
+    # deep enough leaves no room for the endpoint names in sockaddr_un's 108 bytes.
+    sockets = Path(tempfile.mkdtemp(prefix="opscope-sock-", dir="/tmp"))
     endpoint = f"opscope-consumer-{name}-{os.getpid()}"
     daemon = subprocess.Popen([prefix / "bin" / "opscope", "daemon", "--port", "0",
                                "--ipc-name", endpoint, "--socket-dir", sockets],
@@ -148,6 +150,7 @@ def check_program(exe, env, work, prefix, name):
             if p is not None:
                 p.kill()
                 p.wait()
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def check_python(prefix, work):
@@ -158,12 +161,16 @@ def check_python(prefix, work):
 
 
 def check_python_import(site, work):
+    # libopscope.so must come from what was installed (a RUNPATH left pointing into the build
+    # folder would find the build's copy, and the package would fail on another machine).
     script = (
         "import opscope, opscope.profiler as p\n"
         "with p.profile() as prof:\n"
         "    with p.record_function('consumer::python'): pass\n"
         "names = [e.name for e in prof.events()]\n"
         "assert 'consumer::python' in names, names\n"
+        "maps = {l.split()[-1] for l in open('/proc/self/maps') if 'libopscope.so' in l}\n"
+        f"assert maps and all(m.startswith({str(work)!r} + '/') for m in maps), maps\n"
         "print('python ok', opscope.__file__)\n")
     env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
     out = run([sys.executable, "-c", script], env=env, cwd=work, what="importing the package")

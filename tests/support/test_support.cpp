@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -31,6 +33,20 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+SocketDir::SocketDir() {
+  char name[] = "/tmp/opscope-sock-XXXXXX";
+  if (::mkdtemp(name) == nullptr) {
+    throw std::runtime_error(std::string("mkdtemp /tmp/opscope-sock-XXXXXX: ") +
+                             std::strerror(errno));
+  }
+  path_ = name;
+}
+
+SocketDir::~SocketDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

@@ -27,6 +27,21 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A fresh directory for Unix socket files, removed with everything in it: directly under
+// /tmp ("/tmp/opscope-sock-XXXXXX"), whatever TMPDIR or the build directory is, so that a
+// socket path always fits sockaddr_un's 108 bytes.
+class SocketDir {
+ public:
+  SocketDir();
+  ~SocketDir();
+  SocketDir(const SocketDir&) = delete;
+  SocketDir& operator=(const SocketDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Collects warnings for its lifetime instead of printing them.
 class WarningCapture {
  public:

@@ -42,16 +42,24 @@ std::string daemon_name() {
   return "opscope-test-fake-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
-// Warnings from any thread (the client's included), safely.
+// Warnings and information from any thread (the client's included), safely; each line
+// starts with its channel ("warning: ", "info: ").
 class Log {
  public:
   Log() {
     previous_ = set_warning_handler([this](std::string_view m) {
       std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(m);
+      lines_.push_back("warning: " + std::string(m));
+    });
+    previous_info_ = set_info_handler([this](std::string_view m) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back("info: " + std::string(m));
     });
   }
-  ~Log() { set_warning_handler(previous_); }
+  ~Log() {
+    set_warning_handler(previous_);
+    set_info_handler(previous_info_);
+  }
   int count(std::string_view needle) {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;
@@ -69,6 +77,7 @@ class Log {
   std::mutex mu_;
   std::vector<std::string> lines_;
   WarningHandler previous_;
+  InfoHandler previous_info_;
 };
 
 bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
@@ -197,6 +206,9 @@ TEST_F(OndemandRunningClient, DurationCaptureWritesOnlyTheWindow) {
   const std::string path = dir.file("t_" + std::to_string(::getpid()) + ".json");
   EXPECT_EQ(client_status().last_trace, path);
   EXPECT_EQ(log.count("trace written to " + path), 1) << log.all();
+  // A capture that went as asked is information, never a warning.
+  EXPECT_EQ(log.count("info: on-demand: trace written to " + path), 1) << log.all();
+  EXPECT_EQ(log.count("warning: on-demand: trace written"), 0) << log.all();
   const auto names = event_names(path);
   EXPECT_TRUE(names.count("inside_window"));
   EXPECT_TRUE(names.count("inside_child"));
@@ -357,6 +369,8 @@ TEST_F(OndemandRunningClient, RefusedWhileTheApplicationProfiles) {
   app.start();
   deliver(daemon, "ACTIVITIES_DURATION_MSECS=20\nACTIVITIES_LOG_FILE=" + dir.file("busy.json"));
   ASSERT_TRUE(wait_for([&] { return log.count("busy: refused the capture") == 1; })) << log.all();
+  // What went wrong still warns.
+  EXPECT_EQ(log.count("warning: on-demand: busy: refused the capture"), 1) << log.all();
   app.stop();
   EXPECT_FALSE(client_status().capture_armed);
   EXPECT_EQ(client_status().traces, 0u);

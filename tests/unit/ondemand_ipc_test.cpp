@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "ondemand/ipc.h"
@@ -106,8 +107,35 @@ void round_trip(const std::string& dir) {
 TEST(OndemandIpc, EndpointsInTheAbstractNamespace) { round_trip(""); }
 
 TEST(OndemandIpc, EndpointsAsFilesInASocketDir) {
-  testing::TempDir dir;
-  round_trip(dir.path().string());
+  // Under /tmp, not TMPDIR (TempDir): a deep TMPDIR would not leave room for the names.
+  const testing::SocketDir dir;
+  round_trip(dir.path());
+}
+
+// A socket directory too long for sockaddr_un: no silent fallback (the daemon answers in its
+// own directory, which must be the client's), but an error that says what to set and how
+// short it must be.
+TEST(OndemandIpc, ASocketDirTooLongSaysWhatToSet) {
+  const std::string dir = "/tmp/" + std::string(150, 'd');
+  const std::string name = unique_name("long");
+  const std::string err = testing::error_of([&] { Endpoint e(name, dir); });
+  const std::string path = dir + "/" + name;
+  EXPECT_NE(
+      err.find("IPC socket path too long (" + std::to_string(path.size()) + " bytes, at most 107)"),
+      std::string::npos)
+      << err;
+  EXPECT_NE(err.find("set KINETO_IPC_SOCKET_DIR (the daemon's --socket-dir"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("to a directory of at most " + std::to_string(106 - name.size()) + " bytes"),
+            std::string::npos)
+      << err;
+  // What it says fits does fit.
+  const testing::SocketDir base;
+  std::string fits = base.path() + "/";
+  fits.append(106 - name.size() - fits.size(), 'f');
+  ASSERT_EQ(fits.size(), 106 - name.size());
+  std::filesystem::create_directory(fits);
+  EXPECT_NO_THROW({ Endpoint e(name, fits); });
 }
 
 TEST(OndemandIpc, AbstractNamesEndWithANul) {

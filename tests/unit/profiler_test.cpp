@@ -160,6 +160,34 @@ TEST(Profiler, MisuseIsAnErrorNamingTheCall) {
   other.stop();
 }
 
+// The C++ call and the words apart (Error::detail()), so that a binding names its own call;
+// and what holds the recorder is named by its ProfilerConfig::name.
+TEST(Profiler, ErrorsKeepTheCallApartFromTheWords) {
+  Profiler prof;
+  try {
+    prof.stop();
+    ADD_FAILURE() << "stop() before start() did not throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "Profiler::stop(): the profiler is not started; call start() first");
+    EXPECT_STREQ(e.detail(), "the profiler is not started; call start() first");
+  }
+  const Error plain("no call named");
+  EXPECT_STREQ(plain.detail(), "no call named");
+  Profiler holder({.name = "the test's own profiler"});
+  holder.start();
+  try {
+    prof.start();
+    ADD_FAILURE() << "a second profiler started";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.detail(),
+                 "the test's own profiler is already recording in this process, and opscope "
+                 "records one session at a time; stop it first");
+    EXPECT_EQ(std::string(e.what()).rfind("cannot start an opscope::Profiler: ", 0), 0u)
+        << e.what();
+  }
+  holder.stop();
+}
+
 TEST(Profiler, MetadataIsValidatedAndKept) {
   Profiler prof;
   prof.preset_metadata_json("preset", R"({"a": 1})");

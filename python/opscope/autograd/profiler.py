@@ -18,10 +18,9 @@ ranges to NVTX for Nsight Systems (it needs a CUDA device and says why otherwise
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional
 
-from .. import _C
+from .. import _C, _args
 from .. import profiler as _profiler
 from ..profiler_util import EventList, FunctionEvent, FunctionEventAvg  # noqa: F401
 
@@ -86,7 +85,7 @@ class profile:
                                   in _profiler.supported_activities()):
             reason = _C.cuda_event_timing_unavailable_reason()
             if reason:
-                warnings.warn(f"CUDA is not available, disabling CUDA profiling ({reason})")
+                _args.warn(f"CUDA is not available, disabling CUDA profiling ({reason})")
                 self.use_cuda = False
             else:
                 self._cuda_events = True
