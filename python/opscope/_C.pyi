@@ -95,6 +95,21 @@ class FunctionEvent:
     device_type: DeviceType
     device_index: int
     node_id: int
+    # torch 2.x's names for the cuda_* figures; use_device: no PrivateUse1 backend here.
+    device_time: float
+    device_time_total: float
+    self_device_time_total: float
+    device_time_str: str
+    device_time_total_str: str
+    self_device_time_total_str: str
+    device_memory_usage: int
+    self_device_memory_usage: int
+    use_device: None
+    device_resource_id: int  # the thread, as torch 2.x's CPU events
+    kwinputs: Dict[str, Any]  # {}: no keyword inputs recorded
+    self_cpu_percent: int  # -1, as torch 2.x's outside its table code
+    total_cpu_percent: int
+    total_device_percent: int
 
 class FunctionEventAvg:
     key: str
@@ -124,9 +139,21 @@ class FunctionEventAvg:
     is_legacy: bool
     self_cpu_percent_total: float  # the table's Self CPU % of this key (torch 2)
     device_type: DeviceType
-    scope: None
-    cpu_parent: None
-    cpu_children: None
+    # The first member event's, as torch's (None in a row no event was added to).
+    scope: Optional[int]
+    cpu_parent: Optional[FunctionEvent]
+    cpu_children: Optional[List[FunctionEvent]]
+    is_user_annotation: bool  # the first member event's (torch 2.x)
+    # torch 2.x's names for the cuda_* figures; use_device: no PrivateUse1 backend here.
+    device_time: float
+    device_time_total: float
+    self_device_time_total: float
+    device_time_str: str
+    device_time_total_str: str
+    self_device_time_total_str: str
+    device_memory_usage: int
+    self_device_memory_usage: int
+    use_device: None
     def add(self, other: Union[FunctionEvent, FunctionEventAvg]) -> FunctionEventAvg: ...
 
 class KeyAverages:

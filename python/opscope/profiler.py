@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 
 from . import _C
 from . import _args
-from .profiler_util import EventList
+from .profiler_util import EventList, _FirstMembers
 
 __all__ = [
     "supported_activities",
@@ -394,7 +394,10 @@ class profile:
         self.activities = set(activities) if activities else supported_activities()
         if use_cuda is not None:
             use_cuda = _args.flag(call, "use_cuda", use_cuda)
-            _args.warn("use_cuda is deprecated, use activities argument instead")
+            # torch 2.x's words and category (torch 1.13: a UserWarning, "use_cuda is
+            # deprecated, use activities argument instead").
+            _args.warn("`use_cuda` is deprecated, use `activities` argument instead",
+                       FutureWarning)
             if use_cuda:
                 self.activities.add(ProfilerActivity.CUDA)
             else:
@@ -563,6 +566,7 @@ class profile:
             return self.events().key_averages(group_by_input_shape, group_by_stack_n)
         result = self._result("key_averages")
         rows = result.key_averages_of(None, group_by_input_shape, group_by_stack_n)
+        _FirstMembers(rows, result.function_events, group_by_input_shape, group_by_stack_n)
         return EventList(rows, _result=result, _lenses=self._lenses())
 
     @property

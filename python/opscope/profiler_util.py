@@ -12,7 +12,7 @@ window's immutable result; tables are rendered by the same C++ code as
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Iterable, List, Optional
+from typing import Any, Callable, Iterable, List, Optional
 
 from . import _C
 from . import _args
@@ -43,6 +43,43 @@ class Interval:
 
     def __repr__(self) -> str:
         return f"Interval(start={self.start}, end={self.end})"
+
+
+def _group_key(item, group_by_input_shape: bool, group_by_stack_n: int) -> tuple:
+    """The key key_averages() groups an event (or finds a row) under, as torch's."""
+    key = (item.key,)
+    if group_by_input_shape:
+        key += (str(item.input_shapes),)
+    if group_by_stack_n > 0:
+        key += (tuple(item.stack[:group_by_stack_n]),)
+    return key
+
+
+class _FirstMembers:
+    """Gives each row of key_averages() its first member event (``_first``): torch's
+    FunctionEventAvg takes ``cpu_parent``, ``cpu_children`` and ``scope`` from the first event
+    added to it. The rows call it (``_find_first``) when one of those is first asked for, so
+    averages nobody walks the tree of cost no pass over the events."""
+
+    def __init__(self, rows: List[Any], events: Callable[[], List[Any]],
+                 group_by_input_shape: bool, group_by_stack_n: int):
+        self._rows = rows
+        self._events = events
+        self._grouping = (group_by_input_shape, group_by_stack_n)
+        for row in rows:
+            row._find_first = self
+
+    def __call__(self) -> None:
+        if self._rows is None:
+            return
+        wanted = {_group_key(row, *self._grouping): row for row in self._rows}
+        self._rows = None
+        for e in self._events():
+            row = wanted.pop(_group_key(e, *self._grouping), None)
+            if row is not None:
+                row._first = e
+                if not wanted:
+                    break
 
 
 class EventList(list):
@@ -146,6 +183,7 @@ class EventList(list):
         if len(by_window) == 1:
             result, indices = next(iter(by_window.values()))
             rows = result.key_averages_of(indices, group_by_input_shape, group_by_stack_n)
+            _FirstMembers(rows, lambda: events, group_by_input_shape, group_by_stack_n)
             return EventList(rows, _result=result, _lenses=self._lenses)
         merged = {}
         for result, indices in by_window.values():
@@ -155,7 +193,9 @@ class EventList(list):
                     merged[key].add(row)
                 else:
                     merged[key] = row
-        return EventList(merged.values(), _lenses=self._lenses)
+        rows = list(merged.values())
+        _FirstMembers(rows, lambda: events, group_by_input_shape, group_by_stack_n)
+        return EventList(rows, _lenses=self._lenses)
 
     def total_average(self) -> FunctionEventAvg:
         """Averages all events.
@@ -163,7 +203,13 @@ class EventList(list):
         Returns:
             A FunctionEventAvg object keyed "Total".
         """
-        return _C.total_average_of(list(self))
+        total = _C.total_average_of(list(self))
+        if self:
+            # As torch's: it clears the key after each add, so each item added in turn hands the
+            # average its tree and scope, and the last one's stay.
+            last = self[-1]
+            total._first = last if isinstance(last, FunctionEvent) else last._first_event()
+        return total
 
     @property
     def self_cpu_time_total(self) -> float:

@@ -121,6 +121,27 @@ std::vector<FunctionEventAvg> rows_of(const py::list& items) {
   return rows;
 }
 
+// The first event averaged into a FunctionEventAvg, or None: its `_first`, which add() sets
+// and key_averages() has found when `_find_first` (opscope/profiler_util.py) is called: the
+// events are looked through only when a row's tree or scope is first asked for.
+py::object first_of(const py::object& row) {
+  py::object first = py::getattr(row, "_first", py::none());
+  if (first.is_none()) {
+    const py::object find = py::getattr(row, "_find_first", py::none());
+    if (!find.is_none()) {
+      find();
+      first = py::getattr(row, "_first", py::none());
+    }
+  }
+  return first;
+}
+
+// `attribute` of a FunctionEventAvg's first event, or None when there is none.
+py::object first_member(const py::object& row, const char* attribute) {
+  const py::object first = first_of(row);
+  return first.is_none() ? py::object(py::none()) : py::getattr(first, attribute);
+}
+
 // The shapes text of a FunctionEventAvg ("[[32, 64], []]") as torch's list of lists; as in
 // torch, "" when the averages were not grouped by input shape.
 py::object shapes_list(const std::string& text) {
@@ -241,6 +262,20 @@ void def_device_fields(py::module_& m, const char* name) {
                             [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, false))); });
   cls.def_property_readonly("self_cuda_time_total_str",
                             [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, true))); });
+  // torch 2.x's names for the same figures (it renamed cuda_* to device_*, and keeps cuda_*
+  // as deprecated aliases); use_device names a PrivateUse1 backend, none here.
+  cls.def_property_readonly("device_time", avg_us);
+  cls.def_property_readonly("device_time_total",
+                            [](const T& t) { return ns_to_us(cuda_ns(t, false)); });
+  cls.def_property_readonly("self_device_time_total",
+                            [](const T& t) { return ns_to_us(cuda_ns(t, true)); });
+  cls.def_property_readonly("device_time_str",
+                            [avg_us](const T& t) { return format_time_us(avg_us(t)); });
+  cls.def_property_readonly("device_time_total_str",
+                            [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, false))); });
+  cls.def_property_readonly("self_device_time_total_str",
+                            [](const T& t) { return format_time_us(ns_to_us(cuda_ns(t, true))); });
+  cls.def_property_readonly("use_device", [](const T&) { return py::none(); });
   cls.def_property_readonly("device_type", [](const T& t) {
     return is_device(t) ? DeviceType::kCUDA : DeviceType::kCPU;
   });
@@ -394,6 +429,15 @@ void bind_results(py::module_& m) {
       .def_property_readonly("is_remote", [](const FunctionEvent&) { return false; })
       .def_property_readonly("kernels", &kernels_of)
       .def_property_readonly("device_index", [](const FunctionEvent&) { return 0; })
+      // torch 2.x: a CPU event's resource is its thread; keyword inputs (none recorded here);
+      // the table's percentages, -1 until torch's table code fills them in.
+      .def_property_readonly(
+          "device_resource_id",
+          [](const FunctionEvent& f) { return f.view->result().threads()[f.event().thread].tid; })
+      .def_property_readonly("kwinputs", [](const FunctionEvent&) { return py::dict(); })
+      .def_property_readonly("self_cpu_percent", [](const FunctionEvent&) { return -1; })
+      .def_property_readonly("total_cpu_percent", [](const FunctionEvent&) { return -1; })
+      .def_property_readonly("total_device_percent", [](const FunctionEvent&) { return -1; })
       .def_property_readonly(
           "is_async",
           [](const FunctionEvent& f) { return f.event().kind == EventKind::kAsyncRange; })
@@ -497,7 +541,9 @@ void bind_results(py::module_& m) {
                " cpu_time_total=" + std::to_string(ns_to_us(e.duration_ns())) + "us>";
       });
 
-  py::class_<FunctionEventAvg>(m, "FunctionEventAvg",
+  // py::dynamic_attr: key_averages() (opscope/profiler_util.py) keeps the first member event
+  // of each row in `_first`, as torch's average keeps its first event's tree and scope.
+  py::class_<FunctionEventAvg>(m, "FunctionEventAvg", py::dynamic_attr(),
                                "The statistics of the events sharing one key.")
       .def_readonly("key", &FunctionEventAvg::key)
       .def_readonly("count", &FunctionEventAvg::count)
@@ -512,13 +558,23 @@ void bind_results(py::module_& m) {
                                return format_time_us(ns_to_us(a.self_cpu_time_total_ns));
                              })
       .def_property_readonly("is_remote", [](const FunctionEventAvg& a) { return a.node_id >= 0; })
-      .def_property_readonly("scope", [](const FunctionEventAvg&) { return py::none(); })
+      // As torch's: the scope, CPU parent and children of the first event averaged into the
+      // row (None, as in torch, for a row that no event was added to).
+      .def_property_readonly("scope",
+                             [](const py::object& self) { return first_member(self, "scope"); })
       .def(
           "add",
-          [](FunctionEventAvg& a, const py::object& other) -> FunctionEventAvg& {
+          [](py::object self, const py::object& other) -> FunctionEventAvg& {
+            auto& a = self.cast<FunctionEventAvg&>();
             py::list one;
             one.append(other);
-            for (const FunctionEventAvg& r : rows_of(one)) a.add(r);
+            const std::vector<FunctionEventAvg> rows = rows_of(one);  // TypeError if neither
+            // As torch's add: an empty row takes its first member from what is added.
+            if (a.count == 0 && first_of(self).is_none()) {
+              self.attr("_first") =
+                  py::isinstance<FunctionEventAvg>(other) ? first_of(other) : other;
+            }
+            for (const FunctionEventAvg& r : rows) a.add(r);
             return a;
           },
           py::arg("other"), py::return_value_policy::reference_internal,
@@ -529,8 +585,11 @@ void bind_results(py::module_& m) {
             return py::cast(a).attr("add")(other).cast<FunctionEventAvg&>();
           },
           py::return_value_policy::reference_internal)
-      .def_property_readonly("cpu_parent", [](const FunctionEventAvg&) { return py::none(); })
-      .def_property_readonly("cpu_children", [](const FunctionEventAvg&) { return py::none(); })
+      .def("_first_event", &first_of, "The first event averaged into this row, or None.")
+      .def_property_readonly(
+          "cpu_parent", [](const py::object& self) { return first_member(self, "cpu_parent"); })
+      .def_property_readonly(
+          "cpu_children", [](const py::object& self) { return first_member(self, "cpu_children"); })
       .def_property_readonly(
           "cpu_time_total", [](const FunctionEventAvg& a) { return ns_to_us(a.cpu_time_total_ns); })
       .def_property_readonly(
@@ -542,6 +601,15 @@ void bind_results(py::module_& m) {
       .def_readonly("self_cpu_memory_usage", &FunctionEventAvg::self_cpu_memory_usage)
       .def_readonly("cuda_memory_usage", &FunctionEventAvg::cuda_memory_usage)
       .def_readonly("self_cuda_memory_usage", &FunctionEventAvg::self_cuda_memory_usage)
+      .def_readonly("device_memory_usage", &FunctionEventAvg::cuda_memory_usage)  // torch 2.x
+      .def_readonly("self_device_memory_usage", &FunctionEventAvg::self_cuda_memory_usage)
+      // torch 2.x: the first member event's (False in a row no event was added to).
+      .def_property_readonly("is_user_annotation",
+                             [](const py::object& self) {
+                               const py::object first = first_of(self);
+                               return !first.is_none() &&
+                                      py::getattr(first, "is_user_annotation").cast<bool>();
+                             })
       .def_readonly("flops", &FunctionEventAvg::flops)
       .def_property_readonly("input_shapes",
                              [](const FunctionEventAvg& a) { return shapes_list(a.input_shapes); })
@@ -584,7 +652,10 @@ void bind_results(py::module_& m) {
          {MemoryField{"cpu_memory_usage", false, DeviceType::kCPU},
           MemoryField{"self_cpu_memory_usage", true, DeviceType::kCPU},
           MemoryField{"cuda_memory_usage", false, DeviceType::kCUDA},
-          MemoryField{"self_cuda_memory_usage", true, DeviceType::kCUDA}}) {
+          MemoryField{"self_cuda_memory_usage", true, DeviceType::kCUDA},
+          // torch 2.x's names for the CUDA ones.
+          MemoryField{"device_memory_usage", false, DeviceType::kCUDA},
+          MemoryField{"self_device_memory_usage", true, DeviceType::kCUDA}}) {
       cls.def_property_readonly(field.name, [field](const FunctionEvent& f) {
         return f.memory(field.self, field.device);
       });

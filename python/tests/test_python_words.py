@@ -196,7 +196,7 @@ def test_python_side_warnings_point_at_the_caller():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         profiler.profile(use_cuda=False)
-    _assert_at_caller(caught, "use_cuda is deprecated")
+    _assert_at_caller(caught, "`use_cuda` is deprecated")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         profiler.ExperimentalConfig(profiler_metrics=["kineto__cuda_core_flops"])

@@ -34,10 +34,21 @@ def columns(table):
 
 def both_tables(lens, **table_args):
     """(torch's columns, opscope's columns) for the workload profiled with `lens` on."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                **{lens: True}) as theirs:
+    options = {lens: True}
+    # Deliberate difference: torch 2.x keeps with_stack's stacks off its events (it records
+    # every Python call as a python_function trace event instead) unless
+    # _ExperimentalConfig(verbose=True); opscope's events carry them either way. So on 2.x
+    # both are asked for verbose stacks, which both have.
+    verbose = lens == "with_stack" and int(torch.__version__.split(".")[0]) >= 2
+    with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], **options,
+            experimental_config=torch.profiler._ExperimentalConfig(verbose=True) if verbose
+            else None) as theirs:
         workload(torch.profiler.record_function)
-    with profiler.profile(activities=[profiler.ProfilerActivity.CPU], **{lens: True}) as ours:
+    with profiler.profile(
+            activities=[profiler.ProfilerActivity.CPU], **options,
+            experimental_config=profiler._ExperimentalConfig(verbose=True) if verbose
+            else None) as ours:
         workload(profiler.record_function)
     group = {}
     if lens == "record_shapes":

@@ -61,10 +61,10 @@ class profile:
                  with_modules: bool = False, use_kineto: bool = False, use_cpu: bool = True,
                  experimental_config: Optional[_profiler.ExperimentalConfig] = None):
         self.enabled = enabled
+        self._function_events: Optional[EventList] = None
         if not self.enabled:
             return
         self.use_cuda = use_cuda
-        self.function_events: Optional[EventList] = None
         self.entered = False
         self.record_shapes = record_shapes
         self.with_flops = with_flops
@@ -94,7 +94,7 @@ class profile:
     def _of_window(cls, events: EventList, **lenses) -> "profile":
         """A finished profile holding `events` (opscope.profiler.profile.profiler)."""
         p = cls(**lenses)
-        p.function_events = events
+        p._function_events = events
         return p
 
     def __enter__(self) -> "profile":
@@ -127,22 +127,30 @@ class profile:
         session, self._session = self._session, None
         if session is not None:
             session.stop()
-            self.function_events = session.events()
+            self._function_events = session.events()
         self.entered = False
         return False
 
+    @property
+    def function_events(self) -> EventList:
+        """The window's events; as torch 2.x's, an empty EventList before it has ended (torch
+        1.13: None)."""
+        return EventList() if self._function_events is None else self._function_events
+
     def __repr__(self) -> str:
-        if self.function_events is None:
+        if self._function_events is None:
             return "<unfinished opscope.autograd.profile>"
         return repr(self.function_events)
 
     def __str__(self) -> str:
-        if self.function_events is None:
+        if self._function_events is None:
             return "<unfinished opscope.autograd.profile>"
         return str(self.function_events)
 
     def _check_finish(self) -> None:
-        if self.function_events is None:
+        # Only the exports need a window: as torch 2.x, the summaries of an unfinished profile
+        # are empty (torch 1.13 raised this for them too).
+        if self._function_events is None:
             raise RuntimeError("Profiler didn't finish running")
 
     def table(self, sort_by: Optional[str] = None, row_limit: int = 100,
@@ -150,7 +158,6 @@ class profile:
               max_shapes_column_width: int = 80, header: Optional[str] = None,
               top_level_events_only: bool = False, time_unit: Optional[str] = None) -> str:
         """The table of the averaged events (``key_averages().table(...)``)."""
-        self._check_finish()
         return self.key_averages().table(
             sort_by=sort_by, row_limit=row_limit, max_src_column_width=max_src_column_width,
             max_name_column_width=max_name_column_width,
@@ -173,13 +180,11 @@ class profile:
 
     def key_averages(self, group_by_input_shape: bool = False,
                      group_by_stack_n: int = 0) -> EventList:
-        self._check_finish()
         return self.function_events.key_averages(group_by_input_shape, group_by_stack_n)
 
     key_averages.__doc__ = EventList.key_averages.__doc__
 
     def total_average(self) -> FunctionEventAvg:
-        self._check_finish()
         return self.function_events.total_average()
 
     total_average.__doc__ = EventList.total_average.__doc__
@@ -188,7 +193,6 @@ class profile:
     def self_cpu_time_total(self) -> float:
         """Returns total time spent on CPU obtained as a sum of all self times across all
         the events."""
-        self._check_finish()
         return self.function_events.self_cpu_time_total
 
 
