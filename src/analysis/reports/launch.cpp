@@ -11,6 +11,7 @@
 #include "analysis/gpu_work.h"
 #include "analysis/hta_events.h"
 #include "analysis/report_catalog.h"
+#include "analysis/report_rows.h"
 #include "opscope/trace_analysis.h"
 
 namespace opscope {
@@ -105,7 +106,7 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
         const double gpu_us = us(work.duration_ns());
         // A kernel can start before its launch call returns: HTA clips the delay at 0.
         const double delay = std::max(0.0, us(work.start_ns - call.end_ns));
-        rows.push_back({rank, {rank, c, cpu_us, gpu_us, delay}});
+        rows.emplace_back(rank, internal::make_row(rank, c, cpu_us, gpu_us, delay));
         // The cutoffs pick what HTA's three histograms plot.
         if (cpu_us <= options.runtime_cutoff_us && gpu_us < cpu_us) ++short_kernels;
         if (cpu_us > options.runtime_cutoff_us) ++runtime_outliers;
@@ -113,10 +114,10 @@ std::vector<Report> cuda_kernel_launch_stats(Ranks ranks, const ReportOptions& o
         delays.push_back(delay);
       }
     }
-    summaries.push_back(
-        {rank,
-         {rank, static_cast<std::int64_t>(delays.size()), short_kernels, runtime_outliers,
-          delay_outliers, quantile(delays, 0.5), quantile(delays, 0.95)}});
+    summaries.emplace_back(
+        rank, internal::make_row(rank, static_cast<std::int64_t>(delays.size()), short_kernels,
+                                 runtime_outliers, delay_outliers, quantile(delays, 0.5),
+                                 quantile(delays, 0.95)));
   }
   internal::sort_by_rank(rows);
   internal::sort_by_rank(summaries);
