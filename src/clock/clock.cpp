@@ -30,7 +30,19 @@ bool detect_invariant_counter() noexcept {
 
 }  // namespace
 
-bool g_clock_uses_counter = detect_invariant_counter();
+// Constant-initialised, then chosen by a constructor of the first priority a program may use
+// (101): it runs before every static initializer without one, in this library and in a program
+// that links it statically, whatever order the linker put the objects in. A plain dynamic
+// initializer here ran after on-demand autostart's once the library was compiled in batches
+// (CMake links unity objects last batch first), so autostart's thread read ticks of the wrong
+// kind before the choice was made.
+bool g_clock_uses_counter = false;
+
+namespace {
+[[gnu::constructor(101)]] void choose_clock() noexcept {
+  g_clock_uses_counter = detect_invariant_counter();
+}
+}  // namespace
 
 std::uint64_t steady_ns() noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

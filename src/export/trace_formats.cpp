@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kChromeSuffixes[] = {".json", ".json.gz"};
 
-const TraceFormat kFormats[] = {
+constexpr TraceFormat kFormats[] = {
     {"chrome", "Chrome trace", kChromeSuffixes, write_chrome_trace},
 };
 

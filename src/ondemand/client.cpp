@@ -679,6 +679,11 @@ void autostart() {
 
 // As PyTorch's kineto_client_interface.cpp: enabled at program start when KINETO_USE_DAEMON
 // (or OPSCOPE_USE_DAEMON) is set; a positive init delay defers it to a detached thread.
+// The client's thread may start before other files' static initializers have run: which object
+// the linker puts first is not the library's to choose (CMake links unity batches last batch
+// first; a static archive links this file first, for -u). So nothing the client reaches may be
+// initialized dynamically: the library's globals are constant-initialized (the trace-format
+// table is constexpr), and the clock's choice is made by a constructor of priority 101.
 struct Autostart {
   Autostart() {
     using namespace opscope::ondemand;

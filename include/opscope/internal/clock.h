@@ -11,7 +11,8 @@
 namespace opscope::internal {
 
 // True when ticks() reads the hardware counter; false when it reads steady_clock.
-// Written once during static initialisation of the library, read-only afterwards.
+// Chosen once by a constructor that runs before any static initializer without a priority
+// (src/clock/clock.cpp), read-only afterwards.
 extern bool g_clock_uses_counter;
 
 // steady_clock in nanoseconds (src/clock/clock.cpp): out of line so that this header, which
