@@ -14,6 +14,7 @@ import traceback
 import pytest
 
 import opscope._C as _C
+import opscope.profiler as profiler
 import opscope.traceback as otb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,3 +101,32 @@ def test_the_stack_tests_pass_through_the_public_walk():
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+def allocating_frame(depth, out):
+    # A new frame per call, made into a frame object only when a walk asks for it: on the
+    # public walk that allocation happens while the range's stack is being written.
+    if depth:
+        return allocating_frame(depth - 1, out)
+    with profiler.record_function("in_new_frames"):
+        out.append(bytearray(256))
+
+
+@pytest.mark.parametrize("name", ["public", "internal"])
+def test_stacks_with_memory_stay_whole_when_the_walk_allocates(walk, name):
+    # The public walk makes frame objects, which allocates; with profile_memory those
+    # allocations were recorded into the middle of the stack being written in place, and the
+    # stack came back as garbage (on 3.13: a crash in stop()).
+    if name == "internal" and not INTERNAL:
+        pytest.skip("no internal walk on CPython %d.%d" % sys.version_info[:2])
+    _C._frame_walk(name)
+    kept = []
+    with profiler.profile(profile_memory=True, with_stack=True) as p:
+        for i in range(200):
+            allocating_frame(i % 7 + 1, kept)
+    ranges = [e for e in p.events() if e.name == "in_new_frames"]
+    assert len(ranges) == 200
+    for e in ranges:
+        labels = [frame for frame in e.stack if "allocating_frame" in frame]
+        assert len(labels) >= 2, e.stack
+        assert all("test_frame_walks.py(" in frame for frame in labels), e.stack

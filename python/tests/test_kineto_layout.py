@@ -14,8 +14,6 @@ root (scripts/debian-root trixie) has torch 2.6 with Kineto.
 """
 
 import json
-import os
-import sys
 import time
 
 import pytest
@@ -101,13 +99,6 @@ def user_events(doc, names=("outer", "inner", "solo")):
 
 @pytest.mark.parametrize("lenses", [(), LENSES], ids=["no lenses", "all lenses"])
 def test_chrome_trace_layout_is_kinetos(tmp_path, lenses, request):
-    # KNOWN DEFECT (issue 37's closing note): on Python 3.13 with torch 2.6 and pandas loaded,
-    # opscope's profile.stop() with every lens on crashed (SIGSEGV) when this ran after
-    # test_capi, test_errors and test_hta_methods in one process; alone it passes. Skipped
-    # there, loudly, until it is found, so the rest of the suite runs.
-    if lenses and sys.version_info[:2] == (3, 13) and os.environ.get("OPSCOPE_RUN_KNOWN_CRASH") != "1":
-        pytest.skip("known crash on 3.13 after other tests (see the test's comment); "
-                    "OPSCOPE_RUN_KNOWN_CRASH=1 runs it")
     options = {lens: True for lens in lenses}
     t_doc, t_path = trace(theirs, tmp_path, options)
     o_doc, o_path = trace(ours, tmp_path, options)
