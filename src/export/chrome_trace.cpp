@@ -150,6 +150,25 @@ void key_on_new_line(JsonWriter& w, std::string_view key) {
   w.key(key);
 }
 
+// Kineto's "trace_id" (torch 2.x): 32 upper-case hex digits naming the trace. Kineto draws
+// them at random; here they come from the window itself (process, start, end, events), so that
+// one result exported twice is the same file while two windows get different names.
+std::string trace_id_of(const ProfilerResult& r) {
+  const auto mix = [](std::uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  const std::uint64_t seed = mix(static_cast<std::uint64_t>(r.pid())) ^
+                             mix(static_cast<std::uint64_t>(r.start_time_ns()) + 1) ^
+                             mix(static_cast<std::uint64_t>(r.end_time_ns()) + 2) ^
+                             mix(r.events().size() + 3);
+  char id[33];
+  std::snprintf(id, sizeof id, "%016llX%016llX", static_cast<unsigned long long>(mix(seed)),
+                static_cast<unsigned long long>(mix(seed + 0x9E3779B97F4A7C15ull)));
+  return id;
+}
+
 void write_header(JsonWriter& w, const ProfilerResult& r) {
   w.begin_object();
   w.key(kineto::kSchemaVersion);
@@ -161,6 +180,12 @@ void write_header(JsonWriter& w, const ProfilerResult& r) {
   } else {
     w.begin_array();
     w.end_array();
+  }
+  // An imported trace keeps its own id (among its metadata, below).
+  if (std::none_of(r.metadata().begin(), r.metadata().end(),
+                   [](const auto& kv) { return kv.first == kineto::kTraceId; })) {
+    key_on_new_line(w, kineto::kTraceId);
+    w.string(trace_id_of(r));
   }
   for (const auto& [key, value] : r.metadata()) {
     if (is_reserved(key)) {
@@ -476,6 +501,7 @@ void write_chrome_trace(const ProfilerResult& r, std::string_view trace_name, Si
   // later event can start with ",\n".
   const std::int64_t pid = r.pid();
   write_metadata_event(w, true, kineto::kProcessName, pid, 0, kineto::kNameArg, program_name(pid));
+  write_metadata_event(w, false, kineto::kProcessLabels, pid, 0, kineto::kLabelsArg, "CPU");
   write_metadata_event(w, false, kineto::kProcessSortIndex, pid, 0, kineto::kSortIndexArg, pid);
   for (const ProcessInfo& p : r.processes()) {
     write_metadata_event(w, false, kineto::kProcessName, p.pid, 0, kineto::kNameArg, p.name);

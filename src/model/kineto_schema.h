@@ -17,6 +17,7 @@ namespace opscope::kineto {
 // --- top-level keys (output_json.cpp: handleTraceStart, finalizeTrace) -------------------------
 inline constexpr char kSchemaVersion[] = "schemaVersion";
 inline constexpr char kDeviceProperties[] = "deviceProperties";  // one object per GPU
+inline constexpr char kTraceId[] = "trace_id";  // 32 hex digits naming the trace (torch 2.x)
 inline constexpr char kDistributedInfo[] = "distributedInfo";    // {"rank": ..., ...}
 inline constexpr char kRank[] = "rank";                          // in distributedInfo
 inline constexpr char kTraceEvents[] = "traceEvents";

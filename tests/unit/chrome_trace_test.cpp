@@ -115,6 +115,31 @@ TEST(ChromeTrace, TopLevelLayout) {
   EXPECT_TRUE(is_valid_json(text));
 }
 
+TEST(ChromeTrace, TraceIdNamesTheWindow) {
+  // torch 2.x's Kineto names each trace with 32 hex digits after deviceProperties.
+  const std::string text = chrome_trace_json(*sample_result());
+  const json t = json::parse(text);
+  const std::string id = t["trace_id"];
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(id.find_first_not_of("0123456789ABCDEF"), std::string::npos) << id;
+  EXPECT_LT(text.find("\"deviceProperties\""), text.find("\"trace_id\""));
+  EXPECT_LT(text.find("\"trace_id\""), text.find("\"traceEvents\""));
+  // The same window exported again is the same file; another window is another trace.
+  EXPECT_EQ(json::parse(chrome_trace_json(*sample_result()))["trace_id"], id);
+  ProfilerResult::Builder other;
+  other.set_window(kBase + 1, kBase + 10'000'000);
+  other.set_pid(kPid);
+  EXPECT_NE(json::parse(chrome_trace_json(*other.finish()))["trace_id"], id);
+}
+
+TEST(ChromeTrace, AnImportedTraceKeepsItsTraceId) {
+  ProfilerResult::Builder b;
+  b.add_metadata("trace_id", R"("573803A88D3546B7B0F96755A30B7A1B")");
+  const std::string text = chrome_trace_json(*b.finish());
+  EXPECT_EQ(json::parse(text)["trace_id"], "573803A88D3546B7B0F96755A30B7A1B");
+  EXPECT_EQ(text.find("\"trace_id\""), text.rfind("\"trace_id\""));  // written once
+}
+
 TEST(ChromeTrace, CompleteEventsAreExact) {
   const json t = json::parse(chrome_trace_json(*sample_result()));
   const std::vector<json> x = events_with(t, "X");
@@ -186,7 +211,7 @@ TEST(ChromeTrace, InstantEvent) {
 TEST(ChromeTrace, ProcessAndThreadNames) {
   const json t = json::parse(chrome_trace_json(*sample_result()));
   const std::vector<json> m = events_with(t, "M");
-  ASSERT_EQ(m.size(), 6u);  // process name + sort index, and two per thread
+  ASSERT_EQ(m.size(), 7u);  // process name, label and sort index, and two per thread
   std::map<std::pair<std::string, std::uint64_t>, json> args;
   for (const json& e : m) {
     EXPECT_TRUE(e["pid"].is_number_integer());
@@ -196,6 +221,7 @@ TEST(ChromeTrace, ProcessAndThreadNames) {
   }
   const auto arg = [&](const std::string& what, std::uint64_t tid) { return args[{what, tid}]; };
   EXPECT_EQ(arg("process_name", 0)["name"], "opscope");  // not this process's pid
+  EXPECT_EQ(arg("process_labels", 0)["labels"], "CPU");  // as torch 2.x's Kineto labels it
   EXPECT_EQ(args.count({"process_sort_index", 0}), 1u);
   EXPECT_EQ(arg("thread_name", 1001)["name"], "main");
   EXPECT_EQ(arg("thread_name", 1002)["name"], "thread 1002");
@@ -300,7 +326,7 @@ TEST(ChromeTrace, BadMetadataCannotBreakTheFile) {
   const json t = json::parse(chrome_trace_json(*b.finish()));
   EXPECT_EQ(t["broken"], "{not json");
   EXPECT_EQ(t["ok"], json({1, 2}));
-  EXPECT_EQ(t["traceEvents"].size(), 2u);  // the process metadata, not the override
+  EXPECT_EQ(t["traceEvents"].size(), 3u);  // the process metadata, not the override
   EXPECT_TRUE(warnings.contains("'broken' is not JSON"));
   EXPECT_TRUE(warnings.contains("'traceEvents' is ignored"));
 }
