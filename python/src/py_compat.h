@@ -5,6 +5,12 @@
 
 #include <Python.h>
 
+// PyFrame_GetBack (3.9) is declared by cpython/frameobject.h, which Python.h includes only
+// from 3.11 on (through cpython/pyframe.h); on 3.9 and 3.10 it takes frameobject.h.
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h>
+#endif
+
 namespace opscope::python {
 
 // True once the interpreter has begun to shut down: Py_IsFinalizing from 3.13, the

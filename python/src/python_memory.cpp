@@ -136,12 +136,6 @@ void report(const void* p, std::int64_t bytes) {
   report_memory_usage(p, bytes, live, live);
 }
 
-void report_numpy(const void* p, std::int64_t bytes) {
-  const std::int64_t numpy = g_live_numpy.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  const std::int64_t live = numpy + g_live_python.load(std::memory_order_relaxed);
-  report_memory_usage(p, bytes, live, live);
-}
-
 void allocated(const void* p, std::size_t size) {
   if (p == nullptr || !memory_profiling_enabled()) return;
   try {
@@ -229,6 +223,12 @@ void remove() {
 // so numpy's blocks have their own table, under a mutex (numpy may call it without the GIL).
 
 #if OPSCOPE_HAVE_NUMPY
+void report_numpy(const void* p, std::int64_t bytes) {
+  const std::int64_t numpy = g_live_numpy.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  const std::int64_t live = numpy + g_live_python.load(std::memory_order_relaxed);
+  report_memory_usage(p, bytes, live, live);
+}
+
 std::mutex g_numpy_mu;
 std::unordered_map<const void*, std::size_t> g_numpy_sizes;
 PyObject* g_numpy_original = nullptr;  // the handler capsule ours wraps (a reference)

@@ -96,6 +96,10 @@ def test_numpy_array_data_is_recorded_when_numpy_is_loaded():
     import pytest
 
     np = pytest.importorskip("numpy", reason="numpy (Debian: python3-numpy) is not installed")
+    if not hasattr(np.core.multiarray, "get_handler_name"):
+        # The build records array data only through numpy's data-memory handler (1.22 added it),
+        # and leaves it out for an older numpy (python/CMakeLists.txt).
+        pytest.skip(f"numpy {np.__version__} has no data-memory handler (1.22 added it)")
     before = np.core.multiarray.get_handler_name()
     with profiler.profile(profile_memory=True) as p:
         with record_function("numpy_alloc"):
