@@ -53,6 +53,10 @@ std::string_view interned(std::uint32_t id);
 // take a lock another recording thread may hold. nullptr removes the hook.
 using ThreadNameHook = bool (*)(std::string* name);
 void set_thread_name_hook(ThreadNameHook hook) noexcept;
+// Names the calling thread through the hook now (registering it if it has not recorded yet).
+// A thread whose first record is an allocation report registers unnamed, since the hook may not
+// run inside an allocator: call this where the hook can run, before a session starts there.
+void name_this_thread() noexcept;
 
 // Marks the calling thread as doing opscope's own work while it lives, so that allocation
 // reports made meanwhile (a malloc hook's, the runtime's own allocator's) are dropped instead

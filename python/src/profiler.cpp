@@ -99,6 +99,9 @@ struct SyncMemoryHooks {
 // allocator wrappers follow the window that may have begun or ended.
 // `name` is the Python call ("profile.start()") its errors name.
 void transition(PyProfiler& p, void (Profiler::*call)(), const char* name) {
+  // The thread that drives the session gets its `threading` name while the GIL is held: with
+  // profile_memory its first record may be an allocation, where the name hook cannot run.
+  extension::name_this_thread();
   const SyncMemoryHooks sync;
   const PythonStackSnapshot frames(p.with_stack);
   py::gil_scoped_release release;

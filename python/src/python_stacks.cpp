@@ -203,12 +203,15 @@ std::uint32_t intern_frame(const RawFrame& f) {
   return extension::intern(text);
 }
 
-// The label word of a frame; 0 when it could not be made (out of memory). Allocates: callers
-// hold an OwnWorkScope.
+// The label word of a frame; 0 when it could not be made (out of memory).
 std::uint64_t label_of(const RawFrame& f) noexcept {
   CachedLabel& c = g_labels[slot_of(f)];
   if (c.code == f.code && c.offset == f.offset && c.line == f.line) [[likely]]
     return kLabelFrameBit | c.label;
+  // This may run while a stack blob is written in place, and a miss allocates (the label's
+  // text, its UTF-8) and frees (the evicted code object): no report of profile_memory may
+  // land inside the blob, and none of it is the user's.
+  const extension::OwnWorkScope own_work;
   std::uint32_t label;
   try {
     label = intern_frame(f);
@@ -259,11 +262,6 @@ std::size_t trim_native(std::uint64_t* words, std::size_t n) {
 }
 
 std::size_t python_stack(std::uint64_t* words, std::size_t n, std::size_t max) noexcept {
-  // This runs while the stack blob is written in place, and Python allocates on the way: the
-  // public walk makes frame objects, interning a label builds its text, an evicted label drops
-  // a code object. No allocation report of profile_memory may land inside the blob (one did:
-  // its record read back as frame words, a crash in stop()), and none of this is the user's.
-  const extension::OwnWorkScope own_work;
   if (!thread_holds_gil()) {
     // A range begun by opscope itself with the GIL released (a step range): the Python
     // frames of the call that began it, captured just before.
@@ -407,7 +405,6 @@ PyTypeObject g_scope_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 PythonStackSnapshot::PythonStackSnapshot(bool wanted) noexcept {
   if (!wanted || t_snapshot.active) return;  // nested: the outer one's frames stand
-  const extension::OwnWorkScope own_work;  // the walk's allocations are opscope's, as above
   std::array<RawFrame, kMaxStackFrames> frames;
   const std::size_t count = walk_python_frames(frames.data(), frames.size());
   Snapshot& snap = t_snapshot;

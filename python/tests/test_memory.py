@@ -110,3 +110,24 @@ def test_numpy_array_data_is_recorded_when_numpy_is_loaded():
     assert np.core.multiarray.get_handler_name() == before
     assert abs(row(p, "numpy_alloc").self_cpu_memory_usage - 2 * MIB) < 4096
     assert abs(row(p, "numpy_free").self_cpu_memory_usage + 2 * MIB) < 4096
+
+
+def test_the_thread_that_profiles_memory_keeps_its_threading_name():
+    # In a fresh process the first thing the main thread records under profile_memory is an
+    # allocation, and an allocator cannot ask `threading` for the name: the thread was left
+    # with its OS name ("python3") for the whole process, unless start() names it first.
+    import subprocess
+    import sys
+
+    script = (
+        "import opscope.profiler as p\n"
+        "with p.profile(profile_memory=True) as prof:\n"
+        "    kept = [bytearray(64) for _ in range(10)]\n"
+        "    with p.record_function('after_allocations'):\n"
+        "        pass\n"
+        "print(sorted({e.thread_name for e in prof.events()}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['MainThread']", done.stdout + done.stderr

@@ -337,6 +337,31 @@ void update_state(std::uint32_t keep_mask, std::uint32_t set) noexcept {
 
 }  // namespace
 
+void name_this_thread() noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.exiting) return;
+  if (!c.registered) {
+    ensure_registered();
+    return;
+  }
+  const ThreadNameHook hook = g_name_hook.load(std::memory_order_acquire);
+  ThreadBuffer* b = t_hook.buffer.get();
+  if (hook == nullptr || b == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (b->named) return;
+  }
+  SlowPathScope slow;
+  try {
+    std::string name;
+    if (!hook(&name)) return;
+    std::lock_guard<std::mutex> lock(b->mu);
+    b->name = std::move(name);
+    b->named = true;
+  } catch (...) {  // no memory for the name: the OS name stays
+  }
+}
+
 void set_thread_name_hook(ThreadNameHook hook) noexcept {
   g_name_hook.store(hook, std::memory_order_release);
 }

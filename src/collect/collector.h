@@ -150,6 +150,11 @@ std::optional<SlotThread> thread_of_slot(std::uint16_t slot);
 // installs one that gives a thread holding the GIL its `threading` name.
 using ThreadNameHook = bool (*)(std::string* name);
 void set_thread_name_hook(ThreadNameHook hook) noexcept;
+// Registers the calling thread now, named by the hook, or names it if it registered without
+// one: a thread whose first record was an allocation report registers unnamed, since the hook
+// may not run inside an allocator. For a caller that knows the hook can run here (the Python
+// extension, holding the GIL, before a session starts on the thread).
+void name_this_thread() noexcept;
 
 // Sets or clears state flags other than the session's (the record layer's kStateCallbacks).
 void set_state_flag(std::uint32_t flag, bool on) noexcept;

@@ -16,6 +16,7 @@ std::uint32_t intern(std::string_view text) { return collect::intern(text); }
 std::string_view interned(std::uint32_t id) { return collect::interned(id); }
 
 void set_thread_name_hook(ThreadNameHook hook) noexcept { collect::set_thread_name_hook(hook); }
+void name_this_thread() noexcept { collect::name_this_thread(); }
 
 OwnWorkScope::OwnWorkScope() noexcept { collect::begin_own_work(); }
 OwnWorkScope::~OwnWorkScope() { collect::end_own_work(); }
