@@ -16,10 +16,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "py_compat.h"
 
 #include "opscope/extension.h"
+#include "opscope/memory.h"
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 #define OPSCOPE_INTERNAL_FRAME_WALK 1
@@ -59,8 +61,10 @@ std::size_t walk_public(RawFrame* out, std::size_t max) noexcept {
   if (tstate == nullptr || max == 0) return 0;
   // The frame objects this makes are opscope's allocations, not the user's; and a stack's walk
   // runs while its blob is written in place, where a report of profile_memory must not land
-  // (one did, on 3.13: its record read back as frame words, a crash in stop()).
-  const extension::OwnWorkScope own_work;
+  // (one did, on 3.13: its record read back as frame words, a crash in stop()). Only a session
+  // that profiles memory reports them, so only then is the scope (two calls) taken.
+  std::optional<extension::OwnWorkScope> own_work;
+  if (memory_profiling_enabled()) own_work.emplace();
   // Making a frame object can fail (no memory); the walk then ends there, and the caller's
   // pending exception, if any, is what remains.
   const PendingErrorKept kept;
@@ -83,7 +87,8 @@ const void* current_public() noexcept {
   PyThreadState* tstate = thread_state_or_null();
   if (tstate == nullptr) return nullptr;
   const PendingErrorKept kept;
-  const extension::OwnWorkScope own_work;  // as in walk_public
+  std::optional<extension::OwnWorkScope> own_work;  // as in walk_public
+  if (memory_profiling_enabled()) own_work.emplace();
   PyFrameObject* frame = PyThreadState_GetFrame(tstate);
   Py_XDECREF(reinterpret_cast<PyObject*>(frame));
   return frame;

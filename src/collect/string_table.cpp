@@ -56,6 +56,8 @@ std::uint32_t intern(std::string_view name) {
 std::string_view interned(std::uint32_t id) {
   Table& t = table();
   std::shared_lock<std::shared_mutex> lock(t.mu);
+  // An id no intern() gave (a damaged record) reads as this rather than out of bounds.
+  if (id >= t.texts.size()) return "<unknown name>";
   return t.texts[id];
 }
 

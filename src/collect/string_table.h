@@ -15,7 +15,8 @@ namespace opscope::collect {
 // calling thread has not seen before.
 std::uint32_t intern(std::string_view name);
 
-// The text of an id returned by intern(). Thread-safe; the view stays valid forever.
+// The text of an id returned by intern(); "<unknown name>" for any other id (a damaged
+// record). Thread-safe; the view stays valid forever.
 std::string_view interned(std::uint32_t id);
 
 }  // namespace opscope::collect

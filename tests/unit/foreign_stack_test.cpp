@@ -93,6 +93,14 @@ TEST_F(ForeignStack, RemovedProviderIsNotCalled) {
   for (const std::string& f : labels_of(p.result(), "with_foreign")) EXPECT_EQ(f, "<native>");
 }
 
+TEST(ForeignStackLabels, AnIdNoInternGaveReadsAsUnknownNotOutOfBounds) {
+  // A damaged stack (a record written into it) once read back a word as label 0xffffffe0 and
+  // crashed the export; such an id now reads as a name that says so.
+  const std::uint32_t id = opscope::collect::intern("script.py(1): known");
+  EXPECT_EQ(opscope::collect::interned(id), "script.py(1): known");
+  EXPECT_EQ(opscope::collect::interned(0xffffffe0u), "<unknown name>");
+}
+
 // A module entered by foreign code (stack_address nullptr) is the provider's to place: the
 // native walk leaves it out, and still places the native modules around it.
 class ForeignModules : public ::testing::TestWithParam<opscope::record::Unwinder> {};
