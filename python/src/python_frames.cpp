@@ -38,6 +38,20 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // The public walk.
 
+// The frame objects the public calls make are opscope's allocations, not the user's; and a
+// stack's walk runs while its blob is written in place, where a report of profile_memory must
+// not land (one did, on 3.13: its record read back as frame words, a crash in stop()). Only a
+// session that profiles memory reports them, so only then is the scope (two calls) taken.
+class OwnWorkWhileProfilingMemory {
+ public:
+  OwnWorkWhileProfilingMemory() noexcept {
+    if (memory_profiling_enabled()) scope_.emplace();
+  }
+
+ private:
+  std::optional<extension::OwnWorkScope> scope_;
+};
+
 int offset_public(PyFrameObject* frame) noexcept {
 #if PY_VERSION_HEX >= 0x030B0000
   return PyFrame_GetLasti(frame);
@@ -59,12 +73,7 @@ int line_public(PyFrameObject* frame) noexcept {
 std::size_t walk_public(RawFrame* out, std::size_t max) noexcept {
   PyThreadState* tstate = thread_state_or_null();
   if (tstate == nullptr || max == 0) return 0;
-  // The frame objects this makes are opscope's allocations, not the user's; and a stack's walk
-  // runs while its blob is written in place, where a report of profile_memory must not land
-  // (one did, on 3.13: its record read back as frame words, a crash in stop()). Only a session
-  // that profiles memory reports them, so only then is the scope (two calls) taken.
-  std::optional<extension::OwnWorkScope> own_work;
-  if (memory_profiling_enabled()) own_work.emplace();
+  const OwnWorkWhileProfilingMemory own_work;
   // Making a frame object can fail (no memory); the walk then ends there, and the caller's
   // pending exception, if any, is what remains.
   const PendingErrorKept kept;
@@ -87,8 +96,7 @@ const void* current_public() noexcept {
   PyThreadState* tstate = thread_state_or_null();
   if (tstate == nullptr) return nullptr;
   const PendingErrorKept kept;
-  std::optional<extension::OwnWorkScope> own_work;  // as in walk_public
-  if (memory_profiling_enabled()) own_work.emplace();
+  const OwnWorkWhileProfilingMemory own_work;
   PyFrameObject* frame = PyThreadState_GetFrame(tstate);
   Py_XDECREF(reinterpret_cast<PyObject*>(frame));
   return frame;

@@ -346,11 +346,9 @@ void name_this_thread() noexcept {
   }
   const ThreadNameHook hook = g_name_hook.load(std::memory_order_acquire);
   ThreadBuffer* b = t_hook.buffer.get();
-  if (hook == nullptr || b == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(b->mu);
-    if (b->named) return;
-  }
+  // `named` is written only by its own thread (here and at registration): read without the lock,
+  // which guards it for the collecting thread.
+  if (hook == nullptr || b == nullptr || b->named) return;
   SlowPathScope slow;
   try {
     std::string name;

@@ -23,6 +23,7 @@
 #include "model/kineto_schema.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
+#include "util/mix.h"
 #include "util/program_name.h"
 
 namespace opscope::internal {
@@ -154,18 +155,14 @@ void key_on_new_line(JsonWriter& w, std::string_view key) {
 // them at random; here they come from the window itself (process, start, end, events), so that
 // one result exported twice is the same file while two windows get different names.
 std::string trace_id_of(const ProfilerResult& r) {
-  const auto mix = [](std::uint64_t x) {  // splitmix64's finaliser
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-  };
-  const std::uint64_t seed = mix(static_cast<std::uint64_t>(r.pid())) ^
-                             mix(static_cast<std::uint64_t>(r.start_time_ns()) + 1) ^
-                             mix(static_cast<std::uint64_t>(r.end_time_ns()) + 2) ^
-                             mix(r.events().size() + 3);
+  using util::mix64;
+  const std::uint64_t seed = mix64(static_cast<std::uint64_t>(r.pid())) ^
+                             mix64(static_cast<std::uint64_t>(r.start_time_ns()) + 1) ^
+                             mix64(static_cast<std::uint64_t>(r.end_time_ns()) + 2) ^
+                             mix64(r.events().size() + 3);
   char id[33];
-  std::snprintf(id, sizeof id, "%016llX%016llX", static_cast<unsigned long long>(mix(seed)),
-                static_cast<unsigned long long>(mix(seed + 0x9E3779B97F4A7C15ull)));
+  std::snprintf(id, sizeof id, "%016llX%016llX", static_cast<unsigned long long>(mix64(seed)),
+                static_cast<unsigned long long>(mix64(seed + 0x9E3779B97F4A7C15ull)));
   return id;
 }
 

@@ -16,6 +16,7 @@
 
 #include "opscope/error.h"
 #include "util/fresh_memory.h"
+#include "util/mix.h"
 #include "util/thread_start.h"
 
 namespace opscope::internal {
@@ -37,10 +38,7 @@ std::string random_suffix() {
   std::uint64_t x =
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
       (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
-  // splitmix64 finaliser: spreads the bits so names differ in their first characters.
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
+  x = util::mix64(x);
   char buf[17];
   for (int i = 15; i >= 0; --i, x >>= 4) buf[i] = "0123456789abcdef"[x & 0xF];
   return std::string(buf, 16);
