@@ -150,7 +150,8 @@ class RecordFunction {
 
   // Ends the range. Safe on any thread; later calls and the destructor do nothing.
   void end() noexcept {
-    if (state_ == kRecording) [[likely]] {
+    if ((state_ & kRecording) == kRecording) [[likely]] {  // kRecording or kRecordingOpen
+      if (state_ == kRecordingOpen) internal::pop_open_range(id_, thread_);
       state_ = kEnded;
       const std::uint64_t end_ticks = internal::ticks();
       internal::append_range(start_, end_ticks, id_, thread_, compact_tag_, epoch_, [&] {
@@ -169,7 +170,9 @@ class RecordFunction {
   }
 
   // True while the range is being recorded or observed.
-  bool is_active() const noexcept { return state_ == kRecording || state_ == kObserved; }
+  bool is_active() const noexcept {
+    return state_ == kRecording || state_ == kRecordingOpen || state_ == kObserved;
+  }
 
   RecordScope scope() const noexcept { return scope_; }
   // The name; empty when the range is not active.
@@ -238,12 +241,16 @@ class RecordFunction {
     kEnded = 2,
     kRecording = 3,  // recorded into the session buffer only
     kObserved = 4,   // observers are attached (maybe recorded too)
+    // Recorded, and noted in the thread's open ranges for the flight recorder (the bits of
+    // kRecording and one more, so that end() tests both with one mask).
+    kRecordingOpen = 7,
   };
 
   void begin(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags,
              std::span<const Value> inputs = {}) noexcept {
     // A session recording every thread, with or without lenses, and no observer.
-    constexpr std::uint32_t kFlagsBesideLenses = internal::kStateFlagMask & ~internal::kStateLenses;
+    constexpr std::uint32_t kFlagsBesideLenses =
+        internal::kStateFlagMask & ~(internal::kStateLenses | internal::kStateRing);
     if ((state & kFlagsBesideLenses) == internal::kStateRecordAllThreads) [[likely]] {
       internal::ThreadContext& c = internal::t_ctx;
       const std::uint32_t epoch = internal::epoch_of(state);
@@ -262,6 +269,11 @@ class RecordFunction {
           record_lenses(inputs, 1);  // before the start: the range does not include them
         }
         start_ = internal::ticks();
+        if (state & internal::kStateRing) {
+          internal::push_open_range(c, start_, name, id_, static_cast<std::uint8_t>(scope_),
+                                    name_flags);
+          state_ = kRecordingOpen;
+        }
         return;
       }
       state_ = kInactive;

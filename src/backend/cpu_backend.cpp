@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -20,7 +21,10 @@ namespace opscope::backend {
 namespace {
 
 // A record's name word: a `const CallSite*`, or an interned id when `interned`.
-std::string_view resolve_name(std::uintptr_t name, bool interned) {
+std::string_view resolve_name(std::uintptr_t name, bool interned, const RecordNames* names) {
+  if (names != nullptr) {
+    return interned ? names->interned(static_cast<std::uint32_t>(name)) : names->site_at(name);
+  }
   if (interned) return collect::interned(static_cast<std::uint32_t>(name));
   return reinterpret_cast<const CallSite*>(name)->name;
 }
@@ -30,10 +34,12 @@ std::string_view resolve_name(std::uintptr_t name, bool interned) {
 // slots is kept (a direct-mapped cache keyed by the record's name word and flag).
 class NameCache {
  public:
+  explicit NameCache(const RecordNames* names) : names_(names) {}
+
   std::string_view operator()(std::uintptr_t name, bool interned) {
     Slot& slot = slots_[(name ^ (name >> 10) ^ (interned ? 0x155 : 0)) % slots_.size()];
     if (!slot.used || slot.name != name || slot.interned != interned) {
-      slot = {name, resolve_name(name, interned), interned, true};
+      slot = {name, resolve_name(name, interned, names_), interned, true};
     }
     return slot.text;
   }
@@ -46,7 +52,14 @@ class NameCache {
     bool used = false;
   };
   std::array<Slot, 1024> slots_{};
+  const RecordNames* names_;
 };
+
+// Whether tick `t` is before `bound` (0: no bound). Ticks are compared as a difference, so
+// that a counter that wrapped still orders.
+bool before(std::uint64_t t, std::uint64_t bound) {
+  return bound != 0 && static_cast<std::int64_t>(t - bound) < 0;
+}
 
 std::uint64_t handle_of(const internal::Record& r) {
   return (static_cast<std::uint64_t>(r.thread) << 32) | r.id;
@@ -73,7 +86,8 @@ struct WordsHash {
 // Lens side records of one window, joined to their ranges by handle once all are read.
 class DetailTable {
  public:
-  explicit DetailTable(ProfilerResult::Builder& builder) : builder_(builder) {}
+  DetailTable(ProfilerResult::Builder& builder, const RecordNames* names)
+      : builder_(builder), names_(names) {}
 
   EventDetail& of(std::uint64_t handle) { return pending_[handle]; }
 
@@ -91,7 +105,13 @@ class DetailTable {
       frames.reserve(words.size());
       for (std::uint64_t w : words) {
         if (w & record::kLabelFrameBit) {
-          frames.push_back({0, collect::interned(static_cast<std::uint32_t>(w))});
+          const auto id = static_cast<std::uint32_t>(w);
+          frames.push_back({0, names_ != nullptr ? names_->interned(id) : collect::interned(id)});
+        } else if (names_ != nullptr) {
+          // Another process's address: its label, not this process's symbol for it.
+          char text[24];
+          std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(w));
+          frames.push_back({0, builder_.keep(text)});
         } else {
           frames.push_back({w, {}});
         }
@@ -113,6 +133,7 @@ class DetailTable {
 
  private:
   ProfilerResult::Builder& builder_;
+  const RecordNames* names_;
   std::unordered_map<std::uint64_t, EventDetail> pending_;
   std::unordered_map<std::vector<std::uint64_t>, std::int32_t, WordsHash> stack_ids_;
 };
@@ -134,16 +155,18 @@ void CpuBackend::stop() {
   if (epoch_ == 0) return;
   collect::end_epoch();
   drained_ = collect::drain(epoch_);
+  collect::resume_ring();  // a flight recorder the window paused records again
   epoch_ = 0;
   collect::set_thread_membership(previous_membership_);
 }
 
-void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {
-  const collect::Drained drained = std::move(drained_);
-  drained_ = {};
+DecodedCounts decode_records(std::span<const collect::ThreadRecords> threads,
+                             ProfilerResult::Builder& builder, const clock::TickConverter& conv,
+                             const DecodeOptions& options) {
+  DecodedCounts counts;
   std::size_t total = 0;
   std::unordered_map<std::uint16_t, std::int32_t> thread_of_slot;
-  for (const auto& t : drained.threads) {
+  for (const auto& t : threads) {
     thread_of_slot[t.slot] = builder.add_thread({t.tid, t.name});
     total += t.size();
   }
@@ -154,13 +177,14 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
     std::uint64_t forward_thread_id;
   };
   std::unordered_map<std::uint64_t, Link> links;
-  DetailTable details(builder);
-  const auto names = std::make_unique<NameCache>();  // 32 KiB: not on the caller's stack
+  DetailTable details(builder, options.names);
+  // 32 KiB: not on the caller's stack.
+  const auto names = std::make_unique<NameCache>(options.names);
   // Taken after the drain: every site index the window's compact ranges hold is in it.
   const std::vector<const CallSite*> sites = record::call_sites();
   std::uint64_t ranges_ended = 0;  // ranges of the window in its records, wherever they ended
 
-  for (const auto& t : drained.threads) {
+  for (const auto& t : threads) {
     const std::int32_t own = thread_of_slot[t.slot];
     // A thread appends a range when it ends and a memory report when it is made, so the
     // buffer's order says which ranges a report came after. The counter's reads do not always
@@ -188,15 +212,23 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           ++i;
           const std::uint64_t start = chunk.base_ticks + (first.word[0] & 0xFFFFFFFFu);
           const std::uint64_t end = start + (first.word[0] >> 32);
+          if (before(end, options.min_end_ticks)) {
+            ++counts.left_out;
+            continue;
+          }
           const auto tag = static_cast<std::uint32_t>(first.word[1] >> 32);
           const std::uint32_t index = tag & (internal::kCompactNameLimit - 1);
           Event e;
           if (tag & internal::kCompactInterned) {
             e.name = (*names)(index, true);
           } else {
-            e.site = index < sites.size() ? sites[index] : nullptr;
-            e.name = e.site != nullptr ? (*names)(reinterpret_cast<std::uintptr_t>(e.site), false)
-                                       : std::string_view("<unknown call site>");
+            if (options.names != nullptr) {
+              e.name = options.names->site(index);
+            } else {
+              e.site = index < sites.size() ? sites[index] : nullptr;
+              e.name = e.site != nullptr ? (*names)(reinterpret_cast<std::uintptr_t>(e.site), false)
+                                         : std::string_view("<unknown call site>");
+            }
           }
           e.start_ns = conv.to_wall_ns(start);
           e.end_ns = conv.to_wall_ns(end);
@@ -229,7 +261,8 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
         }
         if (kind == internal::RecordKind::kModule) {
           details.of(handle_of(r)).module_path =
-              collect::interned(static_cast<std::uint32_t>(r.name));
+              options.names != nullptr ? options.names->interned(static_cast<std::uint32_t>(r.name))
+                                       : collect::interned(static_cast<std::uint32_t>(r.name));
           continue;
         }
         if (kind == internal::RecordKind::kInputs || kind == internal::RecordKind::kStack ||
@@ -244,7 +277,12 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
             details.of(handle_of(r)).stack = details.stack(std::span<const std::uint64_t>(
                 reinterpret_cast<const std::uint64_t*>(payload), r.end / sizeof(std::uint64_t)));
           } else {
+            if (before(r.start, options.min_end_ticks)) {
+              ++counts.left_out;
+              continue;
+            }
             record::MemoryPayload m;
+            if (r.end < sizeof m) continue;  // a damaged blob (a crash dump's)
             std::memcpy(&m, payload, sizeof m);
             EventDetail d;
             d.memory = {r.name,
@@ -267,10 +305,16 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
           }
           continue;
         }
+        if (before(kind == internal::RecordKind::kInstant ? r.start : r.end,
+                   options.min_end_ticks)) {
+          ++counts.left_out;
+          continue;
+        }
         const bool interned = (r.flags & internal::kNameInterned) != 0;
         Event e;
         e.name = (*names)(r.name, interned);
-        e.site = interned ? nullptr : reinterpret_cast<const CallSite*>(r.name);
+        e.site = interned || options.names != nullptr ? nullptr
+                                                      : reinterpret_cast<const CallSite*>(r.name);
         e.start_ns = conv.to_wall_ns(r.start);
         e.end_ns = kind == internal::RecordKind::kInstant ? e.start_ns : conv.to_wall_ns(r.end);
         e.handle = handle_of(r);
@@ -311,10 +355,17 @@ void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConv
   }
 
   details.attach();
+  counts.ranges_ended = ranges_ended;
+  return counts;
+}
 
+void CpuBackend::collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) {
+  const collect::Drained drained = std::move(drained_);
+  drained_ = {};
+  const DecodedCounts counts = decode_records(drained.threads, builder, conv);
   SessionStats& stats = builder.stats();
   stats.events_dropped = drained.dropped;
-  const std::uint64_t accounted = ranges_ended + drained.range_ends_dropped;
+  const std::uint64_t accounted = counts.ranges_ended + drained.range_ends_dropped;
   stats.ranges_open_at_stop =
       drained.ranges_begun > accounted ? drained.ranges_begun - accounted : 0;
   stats.buffer_bytes = drained.buffer_bytes;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "backend/activity_backend.h"
@@ -11,6 +12,38 @@
 #include "opscope/result.h"
 
 namespace opscope::backend {
+
+// How records of another process name things (a crash dump decoded later): the texts its
+// call sites and interned names had. The views must outlive the result.
+class RecordNames {
+ public:
+  virtual ~RecordNames() = default;
+  virtual std::string_view interned(std::uint32_t id) const = 0;
+  virtual std::string_view site(std::uint32_t compact_index) const = 0;
+  virtual std::string_view site_at(std::uint64_t address) const = 0;  // a 32-byte record's
+};
+
+// What decode_records leaves out, how it names, and how much it read.
+struct DecodeOptions {
+  // Records that ended (ranges), were made (memory reports) or happened (instants) before this
+  // tick are left out; 0 keeps everything. The flight recorder's `keep`.
+  std::uint64_t min_end_ticks = 0;
+  // Names from another process (nullptr: this process's call sites and interned names);
+  // native stack frames then become address labels, which this process cannot symbolize.
+  const RecordNames* names = nullptr;
+};
+struct DecodedCounts {
+  std::uint64_t ranges_ended = 0;  // ranges decoded, wherever they ended
+  std::uint64_t left_out = 0;      // records before DecodeOptions::min_end_ticks
+};
+
+// Decodes collector records into `builder`: threads, ranges (async ones on the thread that
+// began them), instants, memory events, and the lens records joined to their ranges as
+// EventDetails (inputs, stacks, module paths, FLOPs) and links (sequence numbers, forward
+// threads). Names resolve through this process's call sites and interned strings.
+DecodedCounts decode_records(std::span<const collect::ThreadRecords> threads,
+                             ProfilerResult::Builder& builder, const clock::TickConverter& conv,
+                             const DecodeOptions& options = {});
 
 class CpuBackend final : public ActivityBackend {
  public:
@@ -24,10 +57,8 @@ class CpuBackend final : public ActivityBackend {
   // Ends the epoch and drains every thread's buffer; the calling thread's membership is what
   // it was before start().
   void stop() override;
-  // Decodes the drained records: threads, ranges (async ones on the thread that began them),
-  // instants, memory events, and the lens records joined to their ranges as EventDetails
-  // (inputs, stacks, module paths, FLOPs) and links (sequence numbers, forward threads); the
-  // buffer's drops and the ranges still open at stop go to builder.stats().
+  // Decodes the drained records (decode_records); the buffer's drops and the ranges still open
+  // at stop go to builder.stats().
   void collect(ProfilerResult::Builder& builder, const clock::TickConverter& conv) override;
 
  private:

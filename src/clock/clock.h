@@ -31,6 +31,16 @@ class TickConverter {
  public:
   // Calibrates from `from` to now; also samples the steady→system offset now.
   static TickConverter calibrate(const Anchor& from) noexcept;
+  // The line through (ticks, wall_ns) with slope ns_per_tick: a conversion calibrated in
+  // another process (a flight recorder's crash dump).
+  static TickConverter through(std::uint64_t ticks, std::int64_t wall_ns,
+                               double ns_per_tick) noexcept {
+    TickConverter c;
+    c.base_ticks_ = ticks;
+    c.base_wall_ns_ = wall_ns;
+    c.ns_per_tick_ = ns_per_tick > 0 ? ns_per_tick : 1.0;
+    return c;
+  }
 
   std::int64_t to_wall_ns(std::uint64_t ticks) const noexcept {
     const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - base_ticks_));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -16,7 +17,10 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <tuple>
 
+#include "collect/raw_dump.h"
+#include "opscope/error.h"
 #include "opscope/internal/clock.h"
 #include "util/thread_start.h"
 
@@ -69,6 +73,12 @@ struct ThreadBuffer {
   bool named = false;  // `name` came from the name hook: the OS name does not replace it
   std::uint16_t slot = 0;
   bool exited = false;
+  // The flight recorder's chunk the thread writes (or last wrote) into, apart from `chunks`
+  // (a window's, which a Drained may still read): set while ring_generation is the ring's.
+  Chunk* ring_chunk = nullptr;
+  std::uint64_t ring_generation = 0;
+  // The owning thread's context, for its open ranges: read under `mu` while !exited.
+  const ThreadContext* context = nullptr;
 
   ~ThreadBuffer();
 };
@@ -94,8 +104,8 @@ struct ChunkPool {
   std::mutex mu;
   std::condition_variable wake;  // the refill thread waits here
   std::vector<Chunk*> chunks;
-  bool enabled = false;     // a window may record: refill ahead
-  bool thread_running = false;  // the refill thread lives; chunks returned are kept
+  bool enabled = false;          // a window may record: refill ahead
+  bool thread_running = false;   // the refill thread lives; chunks returned are kept
   std::uint64_t generation = 0;  // bumped by each set_chunk_pooling: restarts the idle wait
   std::chrono::milliseconds idle_release = kPoolIdleRelease;
 };
@@ -193,8 +203,8 @@ void refill_loop() {
   while (true) {
     if (!p.enabled) {
       const std::uint64_t generation = p.generation;
-      const bool woken = p.wake.wait_for(lock, p.idle_release,
-                                         [&] { return p.generation != generation; });
+      const bool woken =
+          p.wake.wait_for(lock, p.idle_release, [&] { return p.generation != generation; });
       if (woken) continue;
       break;  // idle for the whole period
     }
@@ -248,6 +258,153 @@ std::atomic<std::uint64_t> g_bytes{0};           // bytes charged in the current
 std::atomic<std::uint64_t> g_limit{1ull << 30};  // the current epoch's limit
 std::atomic<std::uint32_t> g_last_epoch{0};
 
+// The flight recorder's ring (start_ring in collector.h). One region of `count` chunks of
+// kRingChunkBytes, mapped without populating (a chunk's pages are touched when it is first
+// handed out), and a descriptor per chunk. Guarded by `mu`, which is taken before any
+// ThreadBuffer's `mu`; the hot path never takes it.
+enum RingChunkState : std::uint32_t { kRingFree = 0, kRingCurrent = 1, kRingSealed = 2 };
+
+struct RingChunkInfo {
+  std::atomic<std::uint32_t> state{kRingFree};
+  std::uint64_t use = 0;  // which handing out of the chunk this is (unique, increasing)
+  std::uint64_t tid = 0;
+  std::uint16_t slot = 0;
+  char name[48] = {};
+};
+
+struct Ring {
+  std::mutex mu;
+  bool running = false;
+  std::byte* region = nullptr;
+  std::size_t count = 0;  // chunks in the region
+  std::unique_ptr<RingChunkInfo[]> info;
+  std::size_t fresh = 0;              // chunks [fresh, count) were never handed out
+  std::vector<std::uint32_t> free;    // chunks handed back unused
+  std::vector<std::uint32_t> sealed;  // a queue of `count` places: oldest at sealed_head
+  std::size_t sealed_head = 0;
+  std::size_t sealed_size = 0;
+  std::uint64_t next_use = 1;
+  std::uint64_t generation = 0;  // bumped by each start: tells a thread's old ring chunk apart
+  std::uint32_t lenses = 0;
+  std::uint64_t chunks_overwritten = 0;
+  std::uint64_t records_overwritten = 0;
+  std::atomic<std::uint64_t> dropped{0};
+  std::atomic<std::uint32_t> epoch{0};  // the ring epoch recording now; 0 when paused or off
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> paused;
+};
+
+Ring& make_ring() {
+  static Ring* g = new Ring;  // never destroyed: threads may exit after main returns
+  // A child of fork() must not inherit the lock held by another of its parent's threads.
+  pthread_atfork([] { g->mu.lock(); }, [] { g->mu.unlock(); }, [] { g->mu.unlock(); });
+  return *g;
+}
+
+Ring& ring() {
+  static Ring& g = make_ring();
+  return g;
+}
+
+Chunk* ring_chunk_at(const Ring& g, std::size_t index) noexcept {
+  return reinterpret_cast<Chunk*>(g.region + index * kRingChunkBytes);
+}
+
+std::size_t ring_index_of(const Ring& g, const Chunk* c) noexcept {
+  return static_cast<std::size_t>(reinterpret_cast<const std::byte*>(c) - g.region) /
+         kRingChunkBytes;
+}
+
+std::size_t used_slots(const Chunk* c) noexcept {
+  Chunk* mutable_c = const_cast<Chunk*>(c);
+  return static_cast<std::size_t>(c->published.load(std::memory_order_acquire) -
+                                  mutable_c->slots());
+}
+
+// Hands the ring chunk `b` writes into back to the ring: sealed when it holds records, free
+// when it holds none; forgotten when it belongs to a ring stopped since. Ring and buffer locked.
+void ring_detach(Ring& g, ThreadBuffer& b) noexcept {
+  Chunk* c = b.ring_chunk;
+  const bool current = c != nullptr && g.running && b.ring_generation == g.generation;
+  b.ring_chunk = nullptr;
+  b.ring_generation = 0;
+  if (!current) return;
+  const std::size_t index = ring_index_of(g, c);
+  RingChunkInfo& info = g.info[index];
+  if (used_slots(c) == 0) {
+    info.state.store(kRingFree, std::memory_order_release);
+    g.free.push_back(static_cast<std::uint32_t>(index));  // capacity reserved: no allocation
+    return;
+  }
+  info.state.store(kRingSealed, std::memory_order_release);
+  g.sealed[(g.sealed_head + g.sealed_size) % g.count] = static_cast<std::uint32_t>(index);
+  ++g.sealed_size;
+}
+
+// Gives `b` a ring chunk to write into: one never used, one handed back, else the chunk
+// sealed longest ago (its records are overwritten). nullptr when every chunk is some live
+// thread's current one. Ring and buffer locked.
+Chunk* ring_attach(Ring& g, ThreadBuffer& b) noexcept {
+  std::size_t index;
+  if (!g.free.empty()) {
+    index = g.free.back();
+    g.free.pop_back();
+  } else if (g.fresh < g.count) {
+    index = g.fresh++;
+  } else if (g.sealed_size != 0) {
+    index = g.sealed[g.sealed_head];
+    g.sealed_head = (g.sealed_head + 1) % g.count;
+    --g.sealed_size;
+    ++g.chunks_overwritten;
+    g.records_overwritten += used_slots(ring_chunk_at(g, index));
+  } else {
+    return nullptr;
+  }
+  Chunk* c = ring_chunk_at(g, index);
+  if (g.info[index].use == 0) {
+    new (c) Chunk;
+    c->limit = c->slots() + (kRingChunkBytes - sizeof(Chunk)) / sizeof(internal::Slot);
+    c->bytes = kRingChunkBytes;
+  }
+  c->base_ticks = internal::ticks();
+  c->published.store(c->slots(), std::memory_order_release);
+  RingChunkInfo& info = g.info[index];
+  info.use = g.next_use++;
+  info.tid = b.tid;
+  info.slot = b.slot;
+  const std::size_t n = std::min(b.name.size(), sizeof info.name - 1);
+  std::memcpy(info.name, b.name.data(), n);
+  info.name[n] = '\0';
+  info.state.store(kRingCurrent, std::memory_order_release);
+  b.ring_chunk = c;
+  b.ring_generation = g.generation;
+  return c;
+}
+
+// Counts a record the ring had no room for, when `epoch` is the ring's.
+void count_ring_drop(std::uint32_t epoch) noexcept {
+  Ring& g = ring();
+  if (epoch != 0 && epoch == g.epoch.load(std::memory_order_relaxed)) {
+    g.dropped.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// Takes an exited thread's buffer out of the registry and frees its slot.
+void forget_buffer(const ThreadBuffer& gone) noexcept {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto it =
+      std::find_if(r.buffers.begin(), r.buffers.end(),
+                   [&](const std::shared_ptr<ThreadBuffer>& b) { return b.get() == &gone; });
+  if (it == r.buffers.end()) return;
+  try {
+    r.free_slots.push_back(gone.slot);
+  } catch (...) {
+    return;  // no memory for the free list: the buffer stays, and a drain frees it
+  }
+  r.tid_by_slot[gone.slot] = 0;
+  r.buffers.erase(it);
+}
+
 // Owns the thread's reference to its buffer and marks it exited when the thread ends.
 struct ThreadHook {
   std::shared_ptr<ThreadBuffer> buffer;
@@ -257,9 +414,22 @@ struct ThreadHook {
     c.exiting = true;
     c.cur = c.end = nullptr;
     c.epoch = 0;
-    std::lock_guard<std::mutex> lock(buffer->mu);
-    buffer->exit_range_id = c.next_id;
-    buffer->exited = true;
+    bool forget = false;
+    {
+      Ring& g = ring();
+      std::lock_guard<std::mutex> ring_lock(g.mu);
+      std::lock_guard<std::mutex> lock(buffer->mu);
+      buffer->exit_range_id = c.next_id;
+      buffer->exited = true;
+      // Its last ring chunk is sealed, so that the thread's last ranges stay in the ring
+      // until they are the oldest.
+      ring_detach(g, *buffer);
+      // A thread that recorded into the ring last has nothing a window will drain (the ring
+      // resumes only after a window's drain): its buffer leaves the registry now, so that
+      // threads coming and going under the flight recorder do not pile up.
+      forget = buffer->epoch != 0 && buffer->epoch == g.epoch.load(std::memory_order_relaxed);
+    }
+    if (forget) forget_buffer(*buffer);
   }
 };
 thread_local ThreadHook t_hook;
@@ -294,6 +464,7 @@ void register_thread(ThreadContext& c, bool use_name_hook = true) {
     }
     buffer->slot = slot;
     buffer->next_range_id = &c.next_id;
+    buffer->context = &c;
     r.tid_by_slot[slot] = buffer->tid;
     r.buffers.push_back(buffer);
   }
@@ -447,19 +618,59 @@ bool in_slow_path() noexcept { return t_slow_depth != 0; }
 void begin_own_work() noexcept { ++t_slow_depth; }
 void end_own_work() noexcept { --t_slow_depth; }
 
-std::uint32_t begin_epoch(const EpochOptions& options) {
+namespace {
+
+std::uint32_t next_epoch() noexcept {
   std::uint32_t epoch = g_last_epoch.load() + 1;
   if (epoch >= (1u << 24)) epoch = 1;  // the epoch has 24 bits in g_state
   g_last_epoch.store(epoch);
-  g_bytes.store(0, std::memory_order_relaxed);
-  g_limit.store(options.buffer_limit_bytes, std::memory_order_relaxed);
-  std::uint32_t flag = options.record_all_threads ? internal::kStateRecordAllThreads
-                                                  : internal::kStateRecordSomeThreads;
+  return epoch;
+}
+
+// The g_state flags of an epoch that records with `lenses`.
+std::uint32_t lens_flags(std::uint32_t lenses) noexcept {
   // Lenses that need work at every range begin send ranges to the slow path; memory reports
   // only need g_lenses.
   constexpr std::uint32_t kPerRange =
       internal::kLensShapes | internal::kLensStack | internal::kLensFlops | internal::kLensModules;
-  if (options.lenses & kPerRange) flag |= internal::kStateLenses;
+  return (lenses & kPerRange) != 0 ? internal::kStateLenses : 0;
+}
+
+// Makes ranges record into the ring, in a new epoch. Ring locked, no window open.
+void open_ring_epoch(Ring& g) noexcept {
+  const std::uint32_t epoch = next_epoch();
+  g.epoch.store(epoch, std::memory_order_relaxed);
+  internal::g_lenses.store(g.lenses, std::memory_order_relaxed);
+  update_state(internal::kStateCallbacks, (epoch << 8) | internal::kStateRecordAllThreads |
+                                              internal::kStateRing | lens_flags(g.lenses));
+}
+
+// Stops ranges recording into the ring (a window opens, or the ring stops). Ring locked.
+void close_ring_epoch(Ring& g) noexcept {
+  if (g.epoch.load(std::memory_order_relaxed) == 0) return;
+  g.epoch.store(0, std::memory_order_relaxed);
+  update_state(internal::kStateCallbacks, 0);
+  internal::g_lenses.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+std::uint32_t begin_epoch(const EpochOptions& options) {
+  Ring& g = ring();
+  std::lock_guard<std::mutex> ring_lock(g.mu);
+  if (g.running && g.epoch.load(std::memory_order_relaxed) != 0) {
+    close_ring_epoch(g);  // a window pauses the flight recorder
+    try {
+      g.paused.emplace_back(internal::ticks(), 0);
+    } catch (...) {
+    }
+  }
+  const std::uint32_t epoch = next_epoch();
+  g_bytes.store(0, std::memory_order_relaxed);
+  g_limit.store(options.buffer_limit_bytes, std::memory_order_relaxed);
+  std::uint32_t flag = options.record_all_threads ? internal::kStateRecordAllThreads
+                                                  : internal::kStateRecordSomeThreads;
+  flag |= lens_flags(options.lenses);
   internal::g_lenses.store(options.lenses, std::memory_order_relaxed);
   update_state(internal::kStateCallbacks, (epoch << 8) | flag);
   return epoch;
@@ -468,6 +679,293 @@ std::uint32_t begin_epoch(const EpochOptions& options) {
 void end_epoch() {
   update_state(internal::kStateCallbacks, 0);
   internal::g_lenses.store(0, std::memory_order_relaxed);
+}
+
+void resume_ring() noexcept {
+  Ring& g = ring();
+  std::lock_guard<std::mutex> ring_lock(g.mu);
+  if (!g.running || g.epoch.load(std::memory_order_relaxed) != 0) return;
+  if (internal::epoch_of(internal::g_state.load(std::memory_order_acquire)) != 0) return;
+  if (!g.paused.empty() && g.paused.back().second == 0) g.paused.back().second = internal::ticks();
+  open_ring_epoch(g);
+}
+
+void start_ring(const RingOptions& options) {
+  SlowPathScope slow;
+  Ring& g = ring();
+  std::lock_guard<std::mutex> ring_lock(g.mu);
+  if (g.running) {
+    throw Error("FlightRecorder::start()",
+                "a flight recorder is already recording in this process (one at a time)");
+  }
+  const std::size_t count = options.max_bytes / kRingChunkBytes;
+  if (options.max_bytes < kRingMinBytes) {
+    throw Error("FlightRecorder::start()",
+                "max_bytes " + std::to_string(options.max_bytes) + " is below the least a " +
+                    "flight recorder needs, " + std::to_string(kRingMinBytes) + " (" +
+                    std::to_string(kRingMinBytes / kRingChunkBytes) + " chunks of " +
+                    std::to_string(kRingChunkBytes / 1024) + " KiB)");
+  }
+  void* region = ::mmap(nullptr, count * kRingChunkBytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) {
+    throw Error("FlightRecorder::start()",
+                "cannot map " + std::to_string(count * kRingChunkBytes) +
+                    " bytes for the flight recorder: " + std::strerror(errno));
+  }
+  // A region is never unmapped (see stop_ring), so the vectors' memory is the only thing
+  // that can fail from here: made before the ring changes.
+  auto info = std::make_unique<RingChunkInfo[]>(count);
+  std::vector<std::uint32_t> free_list;
+  free_list.reserve(count);
+  std::vector<std::uint32_t> sealed(count, 0);
+  g.region = static_cast<std::byte*>(region);
+  g.count = count;
+  g.info = std::move(info);
+  g.free = std::move(free_list);
+  g.sealed = std::move(sealed);
+  g.fresh = 0;
+  g.sealed_head = g.sealed_size = 0;
+  g.next_use = 1;
+  ++g.generation;
+  g.lenses = options.lenses;
+  g.chunks_overwritten = g.records_overwritten = 0;
+  g.dropped.store(0, std::memory_order_relaxed);
+  g.paused.clear();
+  g.running = true;
+  if (internal::epoch_of(internal::g_state.load(std::memory_order_acquire)) == 0) {
+    open_ring_epoch(g);
+  } else {
+    g.paused.emplace_back(internal::ticks(), 0);  // a window records: the ring starts paused
+  }
+}
+
+void stop_ring() noexcept {
+  SlowPathScope slow;
+  Ring& g = ring();
+  std::lock_guard<std::mutex> ring_lock(g.mu);
+  if (!g.running) return;
+  close_ring_epoch(g);
+  g.running = false;
+  // A range begun in the ring's epoch may still end into its chunk on some thread: the pages
+  // go back, the mapping stays valid (and unused) for such late writes.
+  ::madvise(g.region, g.count * kRingChunkBytes, MADV_DONTNEED);
+  g.region = nullptr;
+  g.count = 0;
+  g.info.reset();
+  std::vector<std::uint32_t>().swap(g.free);
+  std::vector<std::uint32_t>().swap(g.sealed);
+  g.sealed_size = 0;
+}
+
+bool ring_running() noexcept {
+  Ring& g = ring();
+  std::lock_guard<std::mutex> ring_lock(g.mu);
+  return g.running;
+}
+
+RingCopy copy_ring() {
+  SlowPathScope slow;
+  RingCopy out;
+  Ring& g = ring();
+  constexpr std::size_t kChunkSlots = (kRingChunkBytes - sizeof(Chunk)) / sizeof(internal::Slot);
+  struct Piece {
+    std::uint64_t use = 0;
+    std::uint64_t tid = 0;
+    std::uint16_t slot = 0;
+    std::string name;
+    std::uint64_t base_ticks = 0;
+    std::size_t slots = 0;
+    std::size_t storage = 0;
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::uint64_t> copied;  // the uses copied, so that none is copied twice
+  std::uint64_t generation = 0;
+  std::uint64_t newest_listed = 0;
+
+  // The sealed chunks whose use is above `after`, oldest first. Ring locked.
+  const auto list_sealed = [&](std::uint64_t after) {
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> list;
+    list.reserve(g.sealed_size);
+    for (std::size_t i = 0; i < g.sealed_size; ++i) {
+      const std::uint32_t index = g.sealed[(g.sealed_head + i) % g.count];
+      if (g.info[index].use > after) list.emplace_back(index, g.info[index].use);
+    }
+    return list;
+  };
+  // Copies the published records of ring chunk `index` into new storage. Ring locked.
+  const auto copy = [&](std::uint32_t index, std::unique_ptr<internal::Slot[]>& to, Piece p) {
+    const Chunk* c = ring_chunk_at(g, index);
+    p.slots = used_slots(c);
+    p.base_ticks = c->base_ticks;
+    p.use = g.info[index].use;
+    if (p.slots == 0) return;
+    std::memcpy(to.get(), const_cast<Chunk*>(c)->slots(), p.slots * sizeof(internal::Slot));
+    p.storage = out.storage.size();
+    out.storage.push_back(std::move(to));
+    copied.push_back(p.use);
+    pieces.push_back(std::move(p));
+  };
+  const auto copy_sealed = [&](const std::vector<std::pair<std::uint32_t, std::uint64_t>>& list) {
+    for (const auto& [index, use] : list) {
+      if (std::find(copied.begin(), copied.end(), use) != copied.end()) continue;
+      auto storage = std::make_unique<internal::Slot[]>(kChunkSlots);
+      std::lock_guard<std::mutex> ring_lock(g.mu);
+      if (!g.running || g.generation != generation) return;
+      const RingChunkInfo& info = g.info[index];
+      if (info.state.load(std::memory_order_relaxed) != kRingSealed || info.use != use) {
+        continue;  // overwritten since it was listed
+      }
+      Piece p;
+      p.tid = info.tid;
+      p.slot = info.slot;
+      p.name = info.name;
+      copy(index, storage, std::move(p));
+    }
+  };
+
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> sealed;
+  {
+    std::lock_guard<std::mutex> ring_lock(g.mu);
+    if (!g.running) return out;
+    generation = g.generation;
+    sealed = list_sealed(0);
+    for (const auto& entry : sealed) newest_listed = std::max(newest_listed, entry.second);
+  }
+  copy_sealed(sealed);
+  // The chunks live threads write into now.
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    buffers = r.buffers;
+  }
+  for (const auto& b : buffers) {
+    auto storage = std::make_unique<internal::Slot[]>(kChunkSlots);
+    std::lock_guard<std::mutex> ring_lock(g.mu);
+    if (!g.running || g.generation != generation) break;
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (b->ring_chunk == nullptr || b->ring_generation != generation) continue;
+    Piece p;
+    p.tid = b->tid;
+    p.slot = b->slot;
+    p.name = b->name;
+    copy(static_cast<std::uint32_t>(ring_index_of(g, b->ring_chunk)), storage, std::move(p));
+  }
+  // Chunks sealed while the others were copied (a live thread's, copied above or not).
+  {
+    std::lock_guard<std::mutex> ring_lock(g.mu);
+    if (g.running && g.generation == generation) sealed = list_sealed(newest_listed);
+  }
+  copy_sealed(sealed);
+  {
+    std::lock_guard<std::mutex> ring_lock(g.mu);
+    out.stats.capacity_bytes = g.count * kRingChunkBytes;
+    out.stats.used_bytes = std::min(g.count, g.fresh) * kRingChunkBytes;
+    out.stats.chunks_overwritten = g.chunks_overwritten;
+    out.stats.records_overwritten = g.records_overwritten;
+    out.stats.dropped = g.dropped.load(std::memory_order_relaxed);
+    out.stats.lenses = g.lenses;
+    out.stats.paused = g.paused;
+  }
+
+  // One ThreadRecords per thread, its chunks in the order it took them.
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return std::tie(a.tid, a.slot, a.use) < std::tie(b.tid, b.slot, b.use);
+  });
+  for (Piece& p : pieces) {
+    if (out.threads.empty() || out.threads.back().tid != p.tid ||
+        out.threads.back().slot != p.slot) {
+      ThreadRecords t;
+      t.tid = p.tid;
+      t.slot = p.slot;
+      t.name = std::move(p.name);
+      out.threads.push_back(std::move(t));
+    }
+    out.threads.back().chunks.push_back(
+        {std::span<const internal::Slot>(out.storage[p.storage].get(), p.slots), p.base_ticks});
+  }
+  return out;
+}
+
+namespace raw {
+
+// Both read the ring without its lock: from a signal handler, whose thread may hold it. The
+// region and the descriptors stay allocated while the ring runs; what a racing thread writes
+// meanwhile is read half old, half new, which the decoder tolerates.
+bool ring_figures(RawHeader& header) noexcept {
+  const Ring& g = ring();
+  if (!g.running || g.region == nullptr) return false;
+  header.capacity_bytes = g.count * kRingChunkBytes;
+  header.used_bytes = std::min(g.count, g.fresh) * kRingChunkBytes;
+  header.chunks_overwritten = g.chunks_overwritten;
+  header.records_overwritten = g.records_overwritten;
+  header.dropped = g.dropped.load(std::memory_order_relaxed);
+  header.lenses = g.lenses;
+  return true;
+}
+
+void write_ring_chunks(RawWriter& out) noexcept {
+  const Ring& g = ring();
+  if (!g.running || g.region == nullptr || !g.info) return;
+  constexpr std::size_t kChunkSlots = (kRingChunkBytes - sizeof(Chunk)) / sizeof(internal::Slot);
+  for (std::size_t i = 0; i < g.count; ++i) {
+    const RingChunkInfo& info = g.info[i];
+    if (info.state.load(std::memory_order_acquire) == kRingFree) continue;
+    Chunk* c = ring_chunk_at(g, i);
+    const internal::Slot* end = c->published.load(std::memory_order_acquire);
+    const auto n = static_cast<std::size_t>(end - c->slots());
+    if (end < c->slots() || n == 0 || n > kChunkSlots) continue;
+    RawChunk head{};
+    head.tid = info.tid;
+    head.use = info.use;
+    head.base_ticks = c->base_ticks;
+    head.slot = info.slot;
+    std::memcpy(head.name, info.name, sizeof head.name);
+    head.name[sizeof head.name - 1] = '\0';
+    out.section(Section::kChunk, sizeof head + n * sizeof(internal::Slot));
+    out.put(&head, sizeof head);
+    out.put(c->slots(), n * sizeof(internal::Slot));
+  }
+}
+
+}  // namespace raw
+
+std::vector<OpenRangeCopy> copy_open_ranges() {
+  SlowPathScope slow;
+  std::vector<OpenRangeCopy> out;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    buffers = r.buffers;
+  }
+  for (const auto& b : buffers) {
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (b->exited || b->context == nullptr) continue;  // its thread-local memory is gone
+    const ThreadContext& c = *b->context;
+    const std::uint32_t depth =
+        std::min(std::atomic_ref<const std::uint32_t>(c.open_depth).load(std::memory_order_relaxed),
+                 internal::kOpenRangeDepth);
+    for (std::uint32_t i = 0; i < depth; ++i) {
+      const internal::OpenRange& o = c.open[i];
+      OpenRangeCopy copy;
+      copy.tid = b->tid;
+      copy.slot = b->slot;
+      copy.thread_name = b->name;
+      copy.range.start =
+          std::atomic_ref<const std::uint64_t>(o.start).load(std::memory_order_relaxed);
+      copy.range.name =
+          std::atomic_ref<const std::uintptr_t>(o.name).load(std::memory_order_relaxed);
+      copy.range.id = std::atomic_ref<const std::uint32_t>(o.id).load(std::memory_order_relaxed);
+      copy.range.scope =
+          std::atomic_ref<const std::uint8_t>(o.scope).load(std::memory_order_relaxed);
+      copy.range.flags =
+          std::atomic_ref<const std::uint8_t>(o.flags).load(std::memory_order_relaxed);
+      out.push_back(std::move(copy));
+    }
+  }
+  return out;
 }
 
 // What a Drained reads: full chunks taken from live threads, and the buffers of exited
@@ -564,6 +1062,8 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
   try {
     if (!c.registered) collect::register_thread(c);
     collect::ThreadBuffer& b = *collect::t_hook.buffer;
+    collect::Ring& g = collect::ring();
+    std::unique_lock<std::mutex> ring_lock(g.mu);
     std::lock_guard<std::mutex> lock(b.mu);
     b.epoch = epoch;
     b.dropped.store(0, std::memory_order_relaxed);
@@ -574,6 +1074,15 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
     // epoch with nothing to write into, so its ranges are dropped and counted.
     c.chunk = nullptr;
     c.cur = c.end = nullptr;
+    // A ring chunk the thread wrote into before this epoch is sealed into the ring.
+    collect::ring_detach(g, b);
+    if (epoch == g.epoch.load(std::memory_order_relaxed)) {
+      // The flight recorder's epoch: a ring chunk, never charged (the ring bounds itself);
+      // the window chunks the thread keeps stay as they are, for its next window.
+      if (Chunk* chunk = collect::ring_attach(g, b)) collect::write_into(c, chunk);
+      return true;
+    }
+    ring_lock.unlock();
     // The first chunk is charged like any other: past the byte limit the thread joins the
     // epoch without a buffer, so that what it records is dropped and counted (append_slow
     // finds no room and next_chunk is refused), and no memory is held for it. Thousands of
@@ -605,6 +1114,25 @@ bool prepare_thread(std::uint32_t epoch) noexcept {
   }
 }
 
+void pop_open_range_slow(ThreadContext& c, std::uint32_t id) noexcept {
+  // Ended out of order: the entry is taken out wherever it is, the ones above move down.
+  const std::uint32_t depth = std::min(c.open_depth, kOpenRangeDepth);
+  for (std::uint32_t i = depth; i-- > 0;) {
+    if (c.open[i].id != id) continue;
+    for (std::uint32_t j = i; j + 1 < depth; ++j) {
+      const OpenRange& from = c.open[j + 1];
+      OpenRange& to = c.open[j];
+      std::atomic_ref<std::uintptr_t>(to.name).store(from.name, std::memory_order_relaxed);
+      std::atomic_ref<std::uint32_t>(to.id).store(from.id, std::memory_order_relaxed);
+      std::atomic_ref<std::uint8_t>(to.scope).store(from.scope, std::memory_order_relaxed);
+      std::atomic_ref<std::uint8_t>(to.flags).store(from.flags, std::memory_order_relaxed);
+      std::atomic_ref<std::uint64_t>(to.start).store(from.start, std::memory_order_relaxed);
+    }
+    std::atomic_ref<std::uint32_t>(c.open_depth).store(c.open_depth - 1, std::memory_order_relaxed);
+    return;
+  }
+}
+
 namespace {
 
 // Moves the calling thread to a fresh chunk charged against the byte limit. Near the limit it
@@ -613,6 +1141,24 @@ namespace {
 bool next_chunk(ThreadContext& c) noexcept {
   collect::SlowPathScope slow;
   collect::ThreadBuffer& b = *collect::t_hook.buffer;
+  collect::Ring& g = collect::ring();
+  // b.ring_chunk is written only by this thread: read without the lock.
+  const bool in_ring_chunk = c.chunk != nullptr && c.chunk == b.ring_chunk;
+  if (in_ring_chunk || c.epoch == g.epoch.load(std::memory_order_relaxed)) {
+    // In the flight recorder's epoch: the full chunk is sealed and the ring gives another.
+    std::lock_guard<std::mutex> ring_lock(g.mu);
+    std::lock_guard<std::mutex> lock(b.mu);
+    // A range of a ring epoch that has ended (a window paused it, or it stopped) is dropped.
+    if (c.epoch != g.epoch.load(std::memory_order_relaxed)) return false;
+    if (c.chunk != nullptr && !in_ring_chunk) return false;
+    collect::ring_detach(g, b);
+    c.chunk = nullptr;
+    c.cur = c.end = nullptr;
+    Chunk* chunk = collect::ring_attach(g, b);
+    if (chunk == nullptr) return false;
+    collect::write_into(c, chunk);
+    return true;
+  }
   Chunk* fresh = nullptr;
   for (std::size_t bytes : {collect::kLargeChunkBytes, collect::kFirstChunkBytes}) {
     if (!collect::charge(bytes)) continue;
@@ -641,6 +1187,7 @@ void append_slow(const Record& record, std::uint32_t epoch) noexcept {
   if (c.cur >= c.end && !next_chunk(c)) {
     collect::ThreadBuffer& b = *collect::t_hook.buffer;
     b.dropped.fetch_add(1, std::memory_order_relaxed);
+    collect::count_ring_drop(c.epoch);
     if (record.kind == static_cast<std::uint8_t>(RecordKind::kRange)) {
       b.dropped_ranges.fetch_add(1, std::memory_order_relaxed);
     }
@@ -661,6 +1208,7 @@ std::byte* reserve_blob_slow(std::size_t bytes, std::uint32_t epoch) noexcept {
   if (collect::slots_left(c) < n) {
     if (!next_chunk(c) || collect::slots_left(c) < n) {
       collect::t_hook.buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+      collect::count_ring_drop(c.epoch);
       return nullptr;
     }
   }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opscope/internal/collector.h"
@@ -98,6 +99,65 @@ void set_chunk_pooling(bool on) noexcept;
 void set_chunk_pool_idle_release(std::chrono::milliseconds idle) noexcept;
 // Bytes of chunk memory the pool holds right now (mapped, not in any thread's buffer).
 std::uint64_t pooled_chunk_bytes() noexcept;
+
+// The flight recorder's ring: an epoch that records every thread into a fixed region of
+// kRingChunkBytes chunks and, once the region is used up, reuses the chunk sealed longest
+// ago, so its memory never passes `max_bytes` however many threads come and go. A thread's
+// chunk is sealed when it is full, when the thread exits, and when a window's epoch begins
+// (a window pauses the ring: begin_epoch() stops ring recording, end_epoch() resumes it in a
+// new epoch). The hot path is the same as a window's: the ring only changes the slow paths.
+inline constexpr std::size_t kRingChunkBytes = kFirstChunkBytes;
+inline constexpr std::uint64_t kRingMinBytes = 4 * kRingChunkBytes;
+
+struct RingOptions {
+  std::uint64_t max_bytes = 64ull << 20;  // rounded down to whole chunks, at least kRingMinBytes
+  std::uint32_t lenses = 0;               // internal::kLens* bits
+};
+
+// Maps the region and starts recording into it (paused while a window's epoch is open).
+// Throws opscope::Error when a ring runs already or the region cannot be mapped.
+void start_ring(const RingOptions& options);
+// Stops recording into the ring. The region's pages go back to the system; the mapping stays
+// (a range still open on some thread may end into it later) and is never reused.
+void stop_ring() noexcept;
+bool ring_running() noexcept;
+
+// What the ring holds and has lost, at a copy.
+struct RingStats {
+  std::uint64_t capacity_bytes = 0;  // the region
+  std::uint64_t used_bytes = 0;      // chunks ever handed out (never more than the region)
+  std::uint64_t chunks_overwritten = 0;
+  std::uint64_t records_overwritten =
+      0;                      // slots of records in the chunks reused (a blob counts its slots)
+  std::uint64_t dropped = 0;  // records refused: no chunk to write into
+  std::uint32_t lenses = 0;
+  // Spans (ticks) in which windows paused the ring; the last one's end is 0 while it lasts.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> paused;
+};
+
+// A copy of everything the ring holds, made while threads go on recording: per thread, its
+// chunks in the order it wrote them. Each chunk is copied under the ring's lock, so a thread
+// that needs a new chunk waits at most one chunk's copy. Empty (no threads) when no ring runs.
+struct RingCopy {
+  std::vector<ThreadRecords> threads;
+  std::vector<std::unique_ptr<internal::Slot[]>> storage;  // what `threads` point into
+  RingStats stats;
+};
+RingCopy copy_ring();
+// The ranges open on every live thread right now (kept while the ring records, see
+// internal::OpenRange), innermost last per thread.
+struct OpenRangeCopy {
+  std::uint64_t tid = 0;
+  std::uint16_t slot = 0;
+  std::string thread_name;
+  internal::OpenRange range{};
+};
+std::vector<OpenRangeCopy> copy_open_ranges();
+
+// Lets the ring record again after a window's epoch ended and its records were drained (a
+// thread that joined the ring before the drain would leave the window's records unread).
+// Does nothing when no ring runs or another epoch is open.
+void resume_ring() noexcept;
 
 // Thread-limited sessions: marks the calling thread as recorded in `epoch` (0 = none).
 void set_thread_membership(std::uint32_t epoch) noexcept;

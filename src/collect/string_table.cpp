@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "collect/raw_dump.h"
+
 namespace opscope::collect {
 namespace {
 
@@ -61,4 +63,21 @@ std::string_view interned(std::uint32_t id) {
   return t.texts[id];
 }
 
+namespace raw {
+
+bool write_interned_names(RawWriter& out) noexcept {
+  Table& t = table();
+  if (!t.mu.try_lock_shared()) return false;  // held by a thread that will not finish now
+  for (std::size_t id = 0; id < t.texts.size(); ++id) {
+    const std::string& text = t.texts[id];
+    const RawInterned head{static_cast<std::uint32_t>(id), static_cast<std::uint32_t>(text.size())};
+    out.section(Section::kInterned, sizeof head + text.size());
+    out.put(&head, sizeof head);
+    out.put(text.data(), text.size());
+  }
+  t.mu.unlock_shared();
+  return true;
+}
+
+}  // namespace raw
 }  // namespace opscope::collect

@@ -1,9 +1,11 @@
 #include "record/call_sites.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "collect/collector.h"
+#include "collect/raw_dump.h"
 
 namespace opscope {
 namespace {
@@ -45,6 +47,23 @@ std::uint32_t register_call_site(const CallSite& site) noexcept {
 }  // namespace internal
 
 namespace record {
+
+bool write_call_sites(collect::raw::RawWriter& out) noexcept {
+  CallSites& t = call_site_table();
+  if (!t.mu.try_lock()) return false;  // held by a thread that will not finish now
+  for (std::size_t index = 1; index < t.sites.size(); ++index) {
+    const CallSite* site = t.sites[index];
+    const std::size_t length = ::strnlen(site->name, 4096);
+    const collect::raw::RawCallSite head{reinterpret_cast<std::uint64_t>(site),
+                                         static_cast<std::uint32_t>(index),
+                                         static_cast<std::uint32_t>(length)};
+    out.section(collect::raw::Section::kCallSite, sizeof head + length);
+    out.put(&head, sizeof head);
+    out.put(site->name, length);
+  }
+  t.mu.unlock();
+  return true;
+}
 
 std::vector<const CallSite*> call_sites() {
   CallSites& t = call_site_table();

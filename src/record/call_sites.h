@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "collect/raw_dump.h"
 #include "opscope/record_function.h"
 
 namespace opscope::record {
@@ -12,5 +13,9 @@ namespace opscope::record {
 // A copy, taken under the table's lock: a window's decoder takes it once, after the window's
 // records were drained, so every index they hold is in it.
 std::vector<const CallSite*> call_sites();
+
+// Every site, one kCallSite section each (src/collect/raw_dump.h), when the table's lock can be
+// taken at once; false when it cannot. Never waits: for the flight recorder's crash handler.
+bool write_call_sites(collect::raw::RawWriter& out) noexcept;
 
 }  // namespace opscope::record

@@ -1,4 +1,6 @@
 // RecordFunction's slow paths: dynamic names, observers, thread-limited sessions.
+#include "opscope/record_function.h"
+
 #include <cstring>
 #include <random>
 
@@ -6,7 +8,6 @@
 #include "collect/string_table.h"
 #include "opscope/module.h"
 #include "opscope/observer.h"
-#include "opscope/record_function.h"
 #include "record/observers.h"
 #include "record/stack_capture.h"
 #include "record/value_codec.h"
@@ -40,16 +41,26 @@ void attach(internal::ObserverFrame*& frame, const internal::CallbackList& list,
 
 std::string_view scope_name(RecordScope scope) noexcept {
   switch (scope) {
-    case RecordScope::kFunction: return "FUNCTION";
-    case RecordScope::kBackwardFunction: return "BACKWARD_FUNCTION";
-    case RecordScope::kTorchScriptFunction: return "TORCHSCRIPT_FUNCTION";
-    case RecordScope::kKernelFunctionDtype: return "KERNEL_FUNCTION_DTYPE";
-    case RecordScope::kCustomClass: return "CUSTOM_CLASS";
-    case RecordScope::kBuildFeature: return "BUILD_FEATURE";
-    case RecordScope::kLiteInterpreter: return "LITE_INTERPRETER";
-    case RecordScope::kUserScope: return "USER_SCOPE";
-    case RecordScope::kStaticRuntimeOp: return "STATIC_RUNTIME_OP";
-    case RecordScope::kStaticRuntimeModel: return "STATIC_RUNTIME_MODEL";
+    case RecordScope::kFunction:
+      return "FUNCTION";
+    case RecordScope::kBackwardFunction:
+      return "BACKWARD_FUNCTION";
+    case RecordScope::kTorchScriptFunction:
+      return "TORCHSCRIPT_FUNCTION";
+    case RecordScope::kKernelFunctionDtype:
+      return "KERNEL_FUNCTION_DTYPE";
+    case RecordScope::kCustomClass:
+      return "CUSTOM_CLASS";
+    case RecordScope::kBuildFeature:
+      return "BUILD_FEATURE";
+    case RecordScope::kLiteInterpreter:
+      return "LITE_INTERPRETER";
+    case RecordScope::kUserScope:
+      return "USER_SCOPE";
+    case RecordScope::kStaticRuntimeOp:
+      return "STATIC_RUNTIME_OP";
+    case RecordScope::kStaticRuntimeModel:
+      return "STATIC_RUNTIME_MODEL";
   }
   return "UNKNOWN";
 }
@@ -206,8 +217,7 @@ void RecordFunction::append_flops(std::int64_t flops) noexcept {
       epoch_);
 }
 
-void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
-                                std::uint8_t name_flags,
+void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name, std::uint8_t name_flags,
                                 std::span<const Value> inputs) noexcept {
   internal::ThreadContext& c = internal::t_ctx;
   const std::uint32_t epoch = internal::epoch_of(state);
@@ -256,6 +266,10 @@ void RecordFunction::begin_slow(std::uint32_t state, std::uintptr_t name,
   }
   state_ = observers_ != nullptr ? kObserved : kRecording;
   start_ = internal::ticks();
+  if (record && state_ == kRecording && (state & internal::kStateRing)) {
+    internal::push_open_range(c, start_, name, id_, static_cast<std::uint8_t>(scope_), name_flags);
+    state_ = kRecordingOpen;
+  }
 }
 
 void RecordFunction::end_observed() noexcept {

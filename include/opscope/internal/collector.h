@@ -118,6 +118,20 @@ struct Chunk {
 };
 static_assert(sizeof(Chunk) == 32);
 
+// A range begun on the thread and not yet ended, kept only while the flight recorder records
+// (kStateRing), so that a dump can write the ranges still open. Written by the owning thread
+// with relaxed atomic stores (plain moves), read by a dumping thread the same way: a dump
+// that races a begin may read an entry half old, half new, and says open ranges are a
+// best effort for threads that are running.
+struct OpenRange {
+  std::uint64_t start;  // ticks
+  std::uintptr_t name;  // as Record::name
+  std::uint32_t id;
+  std::uint8_t scope;
+  std::uint8_t flags;  // kNameInterned, ...
+};
+inline constexpr std::uint32_t kOpenRangeDepth = 32;  // deeper ranges are not kept
+
 // The calling thread's cursor. Trivial so that the thread_local needs no guard.
 struct ThreadContext {
   Slot* cur;  // next free slot in `chunk`
@@ -129,14 +143,16 @@ struct ThreadContext {
   std::uint32_t next_id;  // ids of the ranges this thread records (take_range_id)
   std::uint16_t slot;     // registry slot; valid once registered
   bool registered;
-  bool exiting;           // set by the thread-exit hook; no more recording on this thread
-  std::uint32_t member_epoch;  // for thread-limited sessions: the epoch this thread joined
-  void* thread_callbacks;      // record layer: this thread's observer list, or nullptr
+  bool exiting;                 // set by the thread-exit hook; no more recording on this thread
+  std::uint32_t member_epoch;   // for thread-limited sessions: the epoch this thread joined
+  void* thread_callbacks;       // record layer: this thread's observer list, or nullptr
   std::uint32_t next_other_id;  // ids of everything else with a handle (take_other_id)
+  // The flight recorder's open ranges: open[0, open_depth) while it records (see OpenRange).
+  std::uint32_t open_depth;
+  OpenRange open[kOpenRangeDepth];
 };
 
-extern constinit thread_local ThreadContext t_ctx
-    __attribute__((tls_model(OPSCOPE_TLS_MODEL)));
+extern constinit thread_local ThreadContext t_ctx __attribute__((tls_model(OPSCOPE_TLS_MODEL)));
 
 // The process-wide recording state, read with one relaxed load by every range.
 //   bits 0..7  : flags below
@@ -144,10 +160,11 @@ extern constinit thread_local ThreadContext t_ctx
 // 0 means "nothing listens": a range then costs this load and a branch.
 extern std::atomic<std::uint32_t> g_state;
 
-inline constexpr std::uint32_t kStateRecordAllThreads = 1;  // session records every thread
+inline constexpr std::uint32_t kStateRecordAllThreads = 1;   // session records every thread
 inline constexpr std::uint32_t kStateRecordSomeThreads = 2;  // session records member threads
 inline constexpr std::uint32_t kStateCallbacks = 4;          // some observer may be active
 inline constexpr std::uint32_t kStateLenses = 8;  // the session asks ranges for more than times
+inline constexpr std::uint32_t kStateRing = 16;   // the flight recorder records: keep open ranges
 inline constexpr std::uint32_t kStateFlagMask = 0xFF;
 
 // The lenses of the active session (0 when none), read by slow paths and by the memory report.
@@ -178,6 +195,37 @@ inline std::uint32_t take_range_id(ThreadContext& c) noexcept {
 inline constexpr std::uint32_t kOtherIdBit = 0x80000000u;
 inline std::uint32_t take_other_id(ThreadContext& c) noexcept {
   return kOtherIdBit | (c.next_other_id++ & ~kOtherIdBit);
+}
+
+// Notes a range the calling thread began at `start` as open (while the flight recorder
+// records); pop_open_range() when it ends on the same thread.
+inline void push_open_range(ThreadContext& c, std::uint64_t start, std::uintptr_t name,
+                            std::uint32_t id, std::uint8_t scope, std::uint8_t flags) noexcept {
+  const std::uint32_t depth = c.open_depth;
+  if (depth < kOpenRangeDepth) [[likely]] {
+    OpenRange& o = c.open[depth];
+    std::atomic_ref<std::uintptr_t>(o.name).store(name, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(o.id).store(id, std::memory_order_relaxed);
+    std::atomic_ref<std::uint8_t>(o.scope).store(scope, std::memory_order_relaxed);
+    std::atomic_ref<std::uint8_t>(o.flags).store(flags, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(o.start).store(start, std::memory_order_relaxed);
+  }
+  std::atomic_ref<std::uint32_t>(c.open_depth).store(depth + 1, std::memory_order_relaxed);
+}
+// Removes range `id` from the calling thread's open ranges: the innermost one nearly always.
+// A range that ends on another thread than the one that began it (slot `thread`) stays in
+// its thread's entries; a dump finds it ended, when its end is still in the ring.
+[[gnu::noinline]] void pop_open_range_slow(ThreadContext& c, std::uint32_t id) noexcept;
+inline void pop_open_range(std::uint32_t id, std::uint16_t thread) noexcept {
+  ThreadContext& c = t_ctx;
+  if (c.slot != thread) [[unlikely]]
+    return;
+  const std::uint32_t depth = c.open_depth;
+  if (depth != 0 && (depth > kOpenRangeDepth || c.open[depth - 1].id == id)) [[likely]] {
+    std::atomic_ref<std::uint32_t>(c.open_depth).store(depth - 1, std::memory_order_relaxed);
+    return;
+  }
+  pop_open_range_slow(c, id);
 }
 
 // Slow paths (src/collect/collector.cpp).
