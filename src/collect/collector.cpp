@@ -656,6 +656,7 @@ void close_ring_epoch(Ring& g) noexcept {
 }  // namespace
 
 std::uint32_t begin_epoch(const EpochOptions& options) {
+  SlowPathScope slow;  // the pause's note allocates under the ring's lock
   Ring& g = ring();
   std::lock_guard<std::mutex> ring_lock(g.mu);
   if (g.running && g.epoch.load(std::memory_order_relaxed) != 0) {
@@ -682,6 +683,7 @@ void end_epoch() {
 }
 
 void resume_ring() noexcept {
+  SlowPathScope slow;
   Ring& g = ring();
   std::lock_guard<std::mutex> ring_lock(g.mu);
   if (!g.running || g.epoch.load(std::memory_order_relaxed) != 0) return;

@@ -181,7 +181,7 @@ TEST(SampleCli, HelpExplainsEveryFlagAndTheExitCodes) {
   EXPECT_EQ(out.str(), sample_help());
   EXPECT_EQ(run({"nope"}, out, err), kExitUsage);
   EXPECT_TRUE(
-      has(err.str(), "allowed: activities, analyze, completion, daemon, merge, sample, trace"))
+      has(err.str(), "allowed: activities, analyze, completion, daemon, flight, merge, sample, trace"))
       << err.str();
 }
 
