@@ -241,6 +241,9 @@ TEST_F(DynologPeer, AnAncestorPidReachesTheProcessUnderIt) {
   // dynolog reports (and the process writes) the worker's pid, not the launcher's.
   EXPECT_NE(out.find(written(log, worker)), std::string::npos) << out;
   trace_at(written(log, worker));
+  // Killing the launcher (TearDown) leaves the worker running: an orphan that would register
+  // with the next test's dynolog and be matched by its `dyno gputrace` without --pids.
+  ::kill(worker, SIGKILL);
 }
 
 TEST_F(DynologPeer, TwoProcessesAtOnceAndTheProcessLimit) {
