@@ -51,7 +51,8 @@ std::string trace_help() {
     lenses << "  " << flag << f.what << " (" << ondemand::lens_config_key(f.lens) << ")\n";
   }
   return R"(usage: opscope trace (--pid P... | --job-id J)
-                    (--duration-ms N | --iterations N [--start-iteration N] [--roundup N])
+                    (--duration-ms N | --iterations N [--start-iteration N] [--roundup N]
+                     | --dump)
                     --log-file PATH [flags]
 
 Asks the daemon (`opscope daemon`, or dynolog) to trace processes of yours that run with
@@ -72,6 +73,13 @@ how long (one of):
   --iterations N     record N steps (step() calls), N >= 1
   --start-iteration N  with --iterations: start at step N (N >= 0)
   --roundup N        with --iterations: start at the next step that is a multiple of N (N >= 1)
+  --dump             record nothing: each process writes what its flight recorder holds
+                     now (the last seconds of ranges, the open ones marked open) to the
+                     log file, as if it called opscope::dump_flight_recorder. The process
+                     must run one (OPSCOPE_FLIGHT_RECORDER=seconds[,MiB], or a
+                     FlightRecorder of its own), or it refuses the request. Sent as the
+                     config key OPSCOPE_FLIGHT_DUMP=true, which dynolog passes through;
+                     a Kineto process ignores the key and records its default trace
 
 what:
   --log-file PATH    the trace file name (required; a relative path is made absolute here).
@@ -80,7 +88,8 @@ what:
 )" + lenses.str() +
          R"(                     With --duration-ms, --profile-memory also asks for a memory profile
                      (PROFILE_MEMORY, as dyno does): the process writes its memory
-                     timeline beside the trace, <file>.memory.html
+                     timeline beside the trace, <file>.memory.html. The lens flags do not
+                     go with --dump: a dump holds the lenses its flight recorder records
 
 daemon and waiting:
   --process-limit N  trigger at most N processes, N >= 1 (default: 1000)
@@ -109,6 +118,8 @@ TraceArgs parse_trace(Args& a) {
   bool have_start_time = false;
   bool have_start_iteration = false;
   bool have_roundup = false;
+  bool have_dump = false;
+  bool have_lens = false;
   while (!a.done()) {
     std::string f = a.next_flag();
     if (const auto alias = kDynoAliases.find(f); alias != kDynoAliases.end()) f = alias->second;
@@ -117,6 +128,7 @@ TraceArgs parse_trace(Args& a) {
     if (lens != kLensFields.end()) {
       a.no_value(f);
       c.lenses.*lens->member = true;
+      have_lens = true;
     } else if (f == "--pid") {
       std::stringstream list(a.value(f));
       std::string item;
@@ -148,6 +160,9 @@ TraceArgs parse_trace(Args& a) {
       t.process_limit = parse_int(f, a.value(f), 1, kMaxInt, "a number of processes >= 1");
     } else if (f == "--port") {
       t.port = static_cast<int>(parse_int(f, a.value(f), 1, 65535, "a port from 1 to 65535"));
+    } else if (f == "--dump") {
+      a.no_value(f);
+      have_dump = true;
     } else if (f == "--wait") {
       a.no_value(f);
       t.wait = true;
@@ -161,8 +176,15 @@ TraceArgs parse_trace(Args& a) {
   if (t.pids.empty() == !t.job_id) {
     throw UsageError("give exactly one of --pid and --job-id");
   }
-  if (have_duration == have_iterations) {
-    throw UsageError("give exactly one of --duration-ms and --iterations");
+  if (static_cast<int>(have_duration) + static_cast<int>(have_iterations) +
+          static_cast<int>(have_dump) !=
+      1) {
+    throw UsageError("give exactly one of --duration-ms, --iterations and --dump");
+  }
+  if (have_dump && have_lens) {
+    throw UsageError(
+        "the lens flags do not go with --dump: a dump holds the lenses its flight recorder "
+        "records");
   }
   if ((have_start_iteration || have_roundup) && !have_iterations) {
     throw UsageError("--start-iteration and --roundup need --iterations");
@@ -172,7 +194,9 @@ TraceArgs parse_trace(Args& a) {
   }
   if (c.log_file.empty()) throw UsageError("--log-file is required");
   if (have_timeout && !t.wait) throw UsageError("--timeout-s needs --wait");
-  c.kind = have_duration ? ondemand::CaptureKind::kDuration : ondemand::CaptureKind::kIterations;
+  c.kind = have_dump       ? ondemand::CaptureKind::kFlightDump
+           : have_duration ? ondemand::CaptureKind::kDuration
+                           : ondemand::CaptureKind::kIterations;
   // dyno's --profile-memory asks for both the lens and a memory profile of the same length.
   if (c.lenses.profile_memory && have_duration) {
     c.memory_profile = true;

@@ -30,6 +30,9 @@
 // directory (/tmp, or OPSCOPE_ONDEMAND_TRACE_DIR). One capture at a time: a request that
 // arrives while one is pending or recording is dropped, and so is one that arrives while the
 // application records with its own Profiler (one recording window per process).
+// A request with OPSCOPE_FLIGHT_DUMP=true (`opscope trace --dump`) records nothing: the
+// process's flight recorder is dumped to the request's path at once, on the client thread,
+// under the same path rules; without a flight recorder the request is refused.
 #pragma once
 
 #include <chrono>
@@ -53,13 +56,19 @@ struct ClientOptions {
   // > 0: SIGUSR2 starts a duration capture of this many ms, written to
   // `<trace dir>/opscope_sigusr2_<pid>.json` (each signal overwrites it). 0: SIGUSR2 untouched.
   std::int64_t sigusr2_duration_ms = 0;
+  // true: SIGUSR2 dumps the process's flight recorder (opscope/flight_recorder.h) instead, to
+  // flight_dump_path("sigusr2") in the recorder's dump_dir, with "SIGUSR2" as the dump's
+  // trigger; a new file each time. Exclusive with sigusr2_duration_ms > 0.
+  bool sigusr2_flight_dump = false;
   // The directory traces must lie under; empty: OPSCOPE_ONDEMAND_TRACE_DIR, else /tmp.
   std::string trace_dir;
 };
 
 // The options the environment asks for: OPSCOPE_DAEMON_ENDPOINT (default "dynolog"),
 // KINETO_IPC_SOCKET_DIR, OPSCOPE_DAEMON_POLL_MS, SLURM_JOB_ID, OPSCOPE_SIGUSR2_DURATION_MS,
-// OPSCOPE_ONDEMAND_TRACE_DIR. A value that is not a number is ignored with a warning.
+// OPSCOPE_SIGUSR2 ("flight": sigusr2_flight_dump, which then wins over
+// OPSCOPE_SIGUSR2_DURATION_MS, with a warning), OPSCOPE_ONDEMAND_TRACE_DIR. A value that is
+// not a number (or for OPSCOPE_SIGUSR2 not "flight") is ignored with a warning.
 ClientOptions client_options_from_env();
 
 // Starts the client. Throws opscope::Error when it is already enabled, when the options are

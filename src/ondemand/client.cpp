@@ -30,10 +30,13 @@
 #include "export/sink.h"
 #include "export/trace_formats.h"
 #include "ondemand/config.h"
+#include "ondemand/flight_env.h"
 #include "ondemand/ipc.h"
 #include "opscope/error.h"
+#include "opscope/flight_recorder.h"
 #include "opscope/ondemand.h"
 #include "opscope/profiler.h"
+#include "profiler/flight_state.h"
 #include "profiler/step_hook.h"
 
 namespace opscope::ondemand {
@@ -93,6 +96,21 @@ ProfilerConfig profiler_config(const CaptureRequest& r) {
   return c;
 }
 
+// Writes `result` to `path` (in the format its suffix names), created in the open directory
+// `dir_fd` that `path` goes in.
+void write_trace_file(const ProfilerResult& result, const std::string& path, int dir_fd) {
+  // The format the log file's suffix names; Kineto writes its JSON whatever the name, so a
+  // name no format claims ("trace.log") gets Chrome's.
+  const internal::TraceFormat* format = internal::trace_format_by_suffix(path);
+  if (format == nullptr) format = &internal::trace_format_for(path, "chrome");
+  // Created in the directory opened at acceptance, 0600: the trace is its owner's alone.
+  const internal::FileSinkOptions file{
+      .what = std::string(format->what), .mode = 0600, .dir_fd = dir_fd};
+  std::unique_ptr<internal::Sink> sink =
+      internal::open_file_sink(std::filesystem::path(path).filename().string(), file);
+  format->write(result, path, *sink);
+}
+
 class Client {
  public:
   explicit Client(ClientOptions options);
@@ -123,6 +141,10 @@ class Client {
   void receive_all();
   void handle_config(const std::string& text);
   void arm(CaptureRequest request);
+  // OPSCOPE_FLIGHT_DUMP: dumps the flight recorder to the request's path now.
+  void dump_on_request(const CaptureRequest& request);
+  // SIGUSR2 with sigusr2_flight_dump: dumps it into its dump_dir.
+  void dump_on_sigusr2();
   // Starts/stops a due duration capture (returns how long until the next such event); drops
   // an iteration capture whose program stopped calling step().
   std::optional<Steady::duration> advance();
@@ -132,6 +154,9 @@ class Client {
   void finish_recording();
   void export_finished();
   void wake();
+  bool handles_sigusr2() const {
+    return options_.sigusr2_duration_ms > 0 || options_.sigusr2_flight_dump;
+  }
   // Tells opscope's daemon what became of request `trace_id` (no-op for dynolog, or for a
   // request without a numeric REQUEST_TRACE_ID such as a SIGUSR2 capture).
   void report(const std::string& trace_id, std::string_view state, const std::string& detail);
@@ -184,13 +209,18 @@ Client::Client(ClientOptions options)
     throw Error("ondemand::enable(): sigusr2_duration_ms is " +
                 std::to_string(options_.sigusr2_duration_ms) + "; it must be 0 (off) or more");
   }
+  if (options_.sigusr2_flight_dump && options_.sigusr2_duration_ms > 0) {
+    throw Error("ondemand::enable(): sigusr2_flight_dump and sigusr2_duration_ms " +
+                std::to_string(options_.sigusr2_duration_ms) +
+                " both ask for SIGUSR2; choose a flight recorder dump or a capture");
+  }
   endpoint_ = std::make_unique<Endpoint>(client_endpoint_name(), options_.socket_dir);
   endpoint_->enable_credentials();
   daemon_address_ = endpoint_->address_of_name(options_.daemon_endpoint);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw Error("ondemand::enable(): cannot create a pipe: " + std::string(std::strerror(errno)));
   }
-  if (options_.sigusr2_duration_ms > 0) {
+  if (handles_sigusr2()) {
     g_sigusr2.store(false);
     g_wake_fd.store(wake_pipe_[1]);
     struct sigaction sa {};
@@ -206,7 +236,7 @@ Client::~Client() {
   stop_.store(true);
   wake();
   if (thread_.joinable()) thread_.join();
-  if (options_.sigusr2_duration_ms > 0) {
+  if (handles_sigusr2()) {
     ::sigaction(SIGUSR2, &previous_sigusr2_, nullptr);
     g_wake_fd.store(-1);
   }
@@ -244,13 +274,17 @@ void Client::run() {
       next_poll = Steady::now() + options_.poll_interval;
     }
     if (g_sigusr2.exchange(false)) {
-      CaptureRequest r;
-      r.kind = CaptureKind::kDuration;
-      r.duration_ms = options_.sigusr2_duration_ms;
-      r.output_path = sigusr2_trace_path(trace_dir_, ::getpid());
-      r.log_file = r.output_path;
-      r.trace_id = "SIGUSR2";
-      arm(std::move(r));
+      if (options_.sigusr2_flight_dump) {
+        dump_on_sigusr2();
+      } else {
+        CaptureRequest r;
+        r.kind = CaptureKind::kDuration;
+        r.duration_ms = options_.sigusr2_duration_ms;
+        r.output_path = sigusr2_trace_path(trace_dir_, ::getpid());
+        r.log_file = r.output_path;
+        r.trace_id = "SIGUSR2";
+        arm(std::move(r));
+      }
     }
     std::optional<Steady::duration> until_capture;
     try {
@@ -368,7 +402,75 @@ void Client::handle_config(const std::string& text) {
     report(find_config_value(text, "REQUEST_TRACE_ID"), "refused", parsed.error);
     return;
   }
+  if (parsed.request->kind == CaptureKind::kFlightDump) {
+    dump_on_request(*parsed.request);
+    return;
+  }
   arm(std::move(*parsed.request));
+}
+
+void Client::dump_on_request(const CaptureRequest& request) {
+  const std::string& path = request.output_path;
+  std::string why;
+  UniqueFd dir;
+  if (!flight_recorder_running()) {
+    why =
+        "no flight recorder records in this process, and OPSCOPE_FLIGHT_DUMP asks for a dump of "
+        "one (start it with OPSCOPE_FLIGHT_RECORDER=seconds[,MiB] or opscope::FlightRecorder)";
+  } else {
+    // The same rule as a capture's: the directory opened once, walking down from the allowed
+    // one without following links, and the file created in it.
+    dir = open_output_directory(path, trace_dir_, &why);
+  }
+  if (!dir) {
+    log("refused the flight recorder dump to " + path + " (trace id " + request.trace_id +
+        "): " + why);
+    report(request.trace_id, "refused", why);
+    return;
+  }
+  report(request.trace_id, "accepted", path);
+  // A capture that records meanwhile pauses the recorder: the dump holds what the ring held
+  // when it paused, and its metadata names the pause (flightRecorder.pausedNs).
+  FlightDump written;
+  try {
+    written = flight::dump_with(
+        path, "on-demand (trace id " + request.trace_id + ")",
+        [&](const ProfilerResult& result) { write_trace_file(result, path, dir.get()); });
+  } catch (const std::exception& e) {
+    log("could not dump the flight recorder to " + path + ": " + e.what());
+    report(request.trace_id, "failed",
+           "could not dump the flight recorder to " + path + ": " + e.what());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++traces_;
+    last_trace_ = path;
+  }
+  note("flight recorder dumped to " + path + " (" + std::to_string(written.events) + " events, " +
+       std::to_string(written.open_ranges) + " ranges still open)");
+  report(request.trace_id, "written", path);
+}
+
+void Client::dump_on_sigusr2() {
+  if (!flight_recorder_running()) {
+    log("SIGUSR2: no flight recorder records in this process, so none was dumped (start one "
+        "with OPSCOPE_FLIGHT_RECORDER=seconds[,MiB] or opscope::FlightRecorder)");
+    return;
+  }
+  const std::string path = flight_dump_path("sigusr2");
+  try {
+    const FlightDump written = dump_flight_recorder(path, "SIGUSR2");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++traces_;
+      last_trace_ = path;
+    }
+    note("SIGUSR2: flight recorder dumped to " + path + " (" + std::to_string(written.events) +
+         " events, " + std::to_string(written.open_ranges) + " ranges still open)");
+  } catch (const std::exception& e) {
+    log("SIGUSR2: could not dump the flight recorder to " + path + ": " + e.what());
+  }
 }
 
 void Client::arm(CaptureRequest request) {
@@ -510,17 +612,8 @@ void Client::export_finished() {
   if (!done) return;
   const CaptureRequest& r = done->request;
   const std::string& path = r.output_path;
-  // The format the log file's suffix names; Kineto writes its JSON whatever the name, so a
-  // name no format claims ("trace.log") gets Chrome's.
-  const internal::TraceFormat* format = internal::trace_format_by_suffix(path);
-  if (format == nullptr) format = &internal::trace_format_for(path, "chrome");
-  // Created in the directory opened at acceptance, 0600: the trace is its owner's alone.
-  const internal::FileSinkOptions file{
-      .what = std::string(format->what), .mode = 0600, .dir_fd = done->dir.get()};
   try {
-    std::unique_ptr<internal::Sink> sink =
-        internal::open_file_sink(std::filesystem::path(path).filename().string(), file);
-    format->write(done->profiler->result(), path, *sink);
+    write_trace_file(done->profiler->result(), path, done->dir.get());
   } catch (const std::exception& e) {
     log("could not write the trace " + path + ": " + e.what());
     report(r.trace_id, "failed", "could not write the trace " + path + ": " + e.what());
@@ -539,7 +632,7 @@ void Client::export_finished() {
     const std::string page = memory_timeline_path(path);
     try {
       internal::FileSink sink(std::filesystem::path(page).filename().string(),
-                              {.what = "memory timeline", .mode = 0600, .dir_fd = file.dir_fd});
+                              {.what = "memory timeline", .mode = 0600, .dir_fd = done->dir.get()});
       internal::write_memory_timeline(done->profiler->result(),
                                       internal::parse_timeline_device("cpu"),
                                       internal::MemoryTimelineFormat::kHtml, sink);
@@ -587,6 +680,15 @@ bool autostart_requested() {
   return false;
 }
 
+void warn_sigusr2_without_client() {
+  const char* v = std::getenv("OPSCOPE_SIGUSR2");
+  if (v == nullptr || *v == '\0') return;
+  log(std::string("OPSCOPE_SIGUSR2=\"") + v +
+      "\" is read by the on-demand client, which is not enabled: set KINETO_USE_DAEMON=1 (or "
+      "OPSCOPE_USE_DAEMON=1), or call opscope::ondemand::enable(); until then SIGUSR2 keeps "
+      "its default action, which ends the process");
+}
+
 std::string sigusr2_trace_path(const std::string& dir, pid_t pid) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -603,6 +705,21 @@ ClientOptions client_options_from_env() {
   }
   if (const auto job = env_number("SLURM_JOB_ID")) o.job_id = *job;
   if (const auto ms = env_number("OPSCOPE_SIGUSR2_DURATION_MS")) o.sigusr2_duration_ms = *ms;
+  if (const char* v = std::getenv("OPSCOPE_SIGUSR2"); v != nullptr && *v != '\0') {
+    if (std::string_view(v) == "flight") {
+      o.sigusr2_flight_dump = true;
+      if (o.sigusr2_duration_ms > 0) {
+        log("OPSCOPE_SIGUSR2=\"flight\" and OPSCOPE_SIGUSR2_DURATION_MS=\"" +
+            std::to_string(o.sigusr2_duration_ms) +
+            "\" both ask for SIGUSR2: it dumps the flight recorder; the duration is ignored");
+        o.sigusr2_duration_ms = 0;
+      }
+    } else {
+      log(std::string("ignored OPSCOPE_SIGUSR2=\"") + v +
+          "\": the one value is \"flight\" (SIGUSR2 dumps the flight recorder; for a capture "
+          "of N ms set OPSCOPE_SIGUSR2_DURATION_MS=N)");
+    }
+  }
   return o;
 }
 
@@ -684,10 +801,16 @@ void autostart() {
 // first; a static archive links this file first, for -u). So nothing the client reaches may be
 // initialized dynamically: the library's globals are constant-initialized (the trace-format
 // table is constexpr), and the clock's choice is made by a constructor of priority 101.
+// The flight recorder of OPSCOPE_FLIGHT_RECORDER starts first, so that the client's SIGUSR2
+// and OPSCOPE_FLIGHT_DUMP requests find it (flight_env.cpp: linked because this calls it).
 struct Autostart {
   Autostart() {
     using namespace opscope::ondemand;
-    if (!autostart_requested()) return;
+    start_flight_recorder_from_env();
+    if (!autostart_requested()) {
+      warn_sigusr2_without_client();
+      return;
+    }
     auto delay = parse_init_delay_s(std::getenv("OPSCOPE_DAEMON_INIT_DELAY_S"));
     if (!delay) delay = parse_init_delay_s(std::getenv("KINETO_DAEMON_INIT_DELAY_S"));
     if (delay && *delay > 0) {

@@ -75,6 +75,7 @@ std::string quoted(std::string_view key, std::string_view value) {
 struct Seen {
   std::optional<std::int64_t> duration_ms;
   std::optional<std::int64_t> iterations;
+  bool flight_dump = false;  // OPSCOPE_FLIGHT_DUMP=true
 };
 
 // One config key: how a value is read into a request, and written from one. The client
@@ -201,6 +202,17 @@ constexpr ConfigKey kConfigKeys[] = {
      },
      [](const CaptureRequest& r, std::string& out) {
        if (r.memory_profile && r.memory_duration_ms > 0) write_number(out, r.memory_duration_ms);
+     }},
+    // opscope's own key: a dump of the flight recorder instead of a capture (CaptureKind).
+    {"OPSCOPE_FLIGHT_DUMP", kBool,
+     [](std::string_view v, CaptureRequest&, Seen& seen) {
+       const auto b = parse_bool(v);
+       if (!b) return false;
+       seen.flight_dump = *b;
+       return true;
+     },
+     [](const CaptureRequest& r, std::string& out) {
+       if (r.kind == CaptureKind::kFlightDump) out += "true";
      }},
     // Set by the daemon when it delivers a request (dynolog frames it so); never sent.
     {"REQUEST_TRACE_ID", "any text",
@@ -445,30 +457,55 @@ ParsedConfig parse_capture_config(std::string_view text, pid_t pid, std::string_
     }
   }
 
-  if (r.memory_profile) r.lenses.profile_memory = true;
-  std::optional<std::int64_t> duration = seen.duration_ms;
-  if (r.memory_profile && r.memory_duration_ms > 0 && !seen.iterations) {
-    // The capture covers the memory profile's length too.
-    duration = std::max(duration.value_or(0), r.memory_duration_ms);
-  }
-  if (duration && seen.iterations) {
-    return refuse("ACTIVITIES_DURATION_MSECS=\"" + std::to_string(*duration) +
-                  "\" and ACTIVITIES_ITERATIONS=\"" + std::to_string(*seen.iterations) +
-                  "\" are both given; a capture is either duration- or iteration-based");
-  }
-  if (!duration && !seen.iterations) {
-    return refuse("neither ACTIVITIES_DURATION_MSECS nor ACTIVITIES_ITERATIONS is given");
-  }
-  if (duration) {
-    r.kind = CaptureKind::kDuration;
-    r.duration_ms = *duration;
+  if (seen.flight_dump) {
+    // A dump writes what the recorder holds: nothing here could say how long or what to record.
+    for (const auto& [key, given] :
+         {std::pair{"ACTIVITIES_DURATION_MSECS", seen.duration_ms.has_value()},
+          std::pair{"ACTIVITIES_ITERATIONS", seen.iterations.has_value()},
+          std::pair{"PROFILE_MEMORY", r.memory_profile}}) {
+      if (given) {
+        return refuse(std::string("OPSCOPE_FLIGHT_DUMP=\"true\" asks for a dump of the flight "
+                                  "recorder, which records already; ") +
+                      key + " asks for a capture: give one or the other");
+      }
+    }
+    for (const LensField& f : kLensFields) {
+      if (r.lenses.*f.member) {
+        out.warnings.push_back("on-demand config: " + std::string(lens_config_key(f.lens)) +
+                               " is ignored by a flight recorder dump: it holds the lenses the "
+                               "recorder records");
+      }
+    }
+    r.kind = CaptureKind::kFlightDump;
+    r.lenses = {};
   } else {
-    r.kind = CaptureKind::kIterations;
-    r.iterations = *seen.iterations;
-    if (r.memory_duration_ms > 0) {
-      out.warnings.push_back(
-          "on-demand config: PROFILE_MEMORY_DURATION_MSECS is ignored by an iteration-based "
-          "capture; its steps decide how long memory is recorded");
+    if (r.memory_profile) r.lenses.profile_memory = true;
+    std::optional<std::int64_t> duration = seen.duration_ms;
+    if (r.memory_profile && r.memory_duration_ms > 0 && !seen.iterations) {
+      // The capture covers the memory profile's length too.
+      duration = std::max(duration.value_or(0), r.memory_duration_ms);
+    }
+    if (duration && seen.iterations) {
+      return refuse("ACTIVITIES_DURATION_MSECS=\"" + std::to_string(*duration) +
+                    "\" and ACTIVITIES_ITERATIONS=\"" + std::to_string(*seen.iterations) +
+                    "\" are both given; a capture is either duration- or iteration-based");
+    }
+    if (!duration && !seen.iterations) {
+      return refuse(
+          "none of ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS and OPSCOPE_FLIGHT_DUMP=true "
+          "is given");
+    }
+    if (duration) {
+      r.kind = CaptureKind::kDuration;
+      r.duration_ms = *duration;
+    } else {
+      r.kind = CaptureKind::kIterations;
+      r.iterations = *seen.iterations;
+      if (r.memory_duration_ms > 0) {
+        out.warnings.push_back(
+            "on-demand config: PROFILE_MEMORY_DURATION_MSECS is ignored by an iteration-based "
+            "capture; its steps decide how long memory is recorded");
+      }
     }
   }
   r.output_path = output_path_for(r.log_file, pid);

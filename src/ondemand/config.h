@@ -32,6 +32,11 @@ inline constexpr std::string_view kDefaultTraceDir = "/tmp";
 enum class CaptureKind : std::uint8_t {
   kDuration = 0,    // ACTIVITIES_DURATION_MSECS, from PROFILE_START_TIME (or now)
   kIterations = 1,  // ACTIVITIES_ITERATIONS, counted by ondemand::step()
+  // OPSCOPE_FLIGHT_DUMP=true: no capture; the process's flight recorder (opscope/
+  // flight_recorder.h) is dumped to the output path at once. A key of opscope's own: dynolog
+  // passes the config text through untouched, and Kineto ignores keys it does not know (a
+  // Kineto process given such a request records its default on-demand trace instead).
+  kFlightDump = 2,
 };
 
 struct CaptureRequest {
@@ -69,9 +74,11 @@ struct ParsedConfig {
 };
 
 // Parses one config. Whitespace around lines, keys and values is trimmed; empty lines and
-// lines starting with '#' are ignored. Exactly one of ACTIVITIES_DURATION_MSECS and
-// ACTIVITIES_ITERATIONS must be given (PROFILE_MEMORY_DURATION_MSECS with PROFILE_MEMORY=true
-// stands for the first); numbers must be non-negative decimal integers (durations and the
+// lines starting with '#' are ignored. Exactly one of ACTIVITIES_DURATION_MSECS,
+// ACTIVITIES_ITERATIONS and OPSCOPE_FLIGHT_DUMP=true must be given
+// (PROFILE_MEMORY_DURATION_MSECS with PROFILE_MEMORY=true stands for the first); a flight
+// recorder dump takes no capture keys (the lenses are the recorder's: lens keys are ignored
+// with a warning); numbers must be non-negative decimal integers (durations and the
 // iteration count positive); booleans are true/false/1/0 in any case. The output path must lie
 // under `allowed_dir` (check_output_path()). Every key is read and written through one table
 // (config.cpp), which format_capture_config() uses too.

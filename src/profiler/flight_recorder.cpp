@@ -148,8 +148,9 @@ LensSet lenses_of(std::uint32_t bits) {
   return l;
 }
 
+// Writes the dump to `path` with export_trace(), or with `write` when one is given.
 FlightDump write_dump(const FlightRecorderOptions& options, const std::string& path,
-                      std::string_view trigger) {
+                      std::string_view trigger, const flight::DumpWriter* write = nullptr) {
   Process& p = process();
   std::unique_lock<std::mutex> one(p.dump_mu, std::try_to_lock);
   if (!one.owns_lock()) {
@@ -231,7 +232,11 @@ FlightDump write_dump(const FlightRecorderOptions& options, const std::string& p
   stats.buffer_limit_bytes = ring.stats.capacity_bytes;
   ring = {};  // the copy's memory goes before the trace's is taken
   const std::shared_ptr<const ProfilerResult> result = builder.finish();
-  export_trace(*result, path);
+  if (write != nullptr) {
+    (*write)(*result);
+  } else {
+    export_trace(*result, path);
+  }
   return {path, result->events().size(), open_ranges};
 }
 
@@ -250,6 +255,16 @@ std::optional<FlightRecorderOptions> options() {
   std::lock_guard<std::mutex> lock(p.mu);
   if (!p.running) return std::nullopt;
   return p.options;
+}
+
+FlightDump dump_with(const std::string& path, std::string_view trigger, const DumpWriter& write) {
+  const std::optional<FlightRecorderOptions> o = options();
+  if (!o) {
+    throw Error("FlightRecorder::dump()",
+                "no flight recorder records in this process (start one with "
+                "opscope::FlightRecorder or OPSCOPE_FLIGHT_RECORDER=seconds[,MiB])");
+  }
+  return write_dump(*o, path, trigger, &write);
 }
 
 }  // namespace flight

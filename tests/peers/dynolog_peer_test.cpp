@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "peers/peer_support.h"
+#include "support/flight_checks.h"
 #include "support/test_support.h"
 
 namespace opscope::peers {
@@ -84,15 +85,18 @@ class DynologPeer : public ::testing::Test {
   }
 
   // A traced process (STEPS steps of SLEEP_MS each), opted in by environment. `poll_ms` 0
-  // leaves the client's default poll interval (1 s, as libkineto's); returns its pid.
-  pid_t start_target(int steps, int sleep_ms, std::vector<std::string> env = {},
-                     int poll_ms = 100) {
+  // leaves the client's default poll interval (1 s, as libkineto's); `linger` keeps it alive
+  // after its steps, in an open range (ondemand_target.cpp). Returns its pid.
+  pid_t start_target(int steps, int sleep_ms, std::vector<std::string> env = {}, int poll_ms = 100,
+                     bool linger = false) {
     env.push_back("KINETO_USE_DAEMON=1");
     if (poll_ms > 0) env.push_back("OPSCOPE_DAEMON_POLL_MS=" + std::to_string(poll_ms));
     const std::string log = dir_.file("target-" + std::to_string(targets_.size()) + ".log");
     targets_.push_back(std::make_unique<Child>(
-        std::vector<std::string>{OPSCOPE_ONDEMAND_TARGET, std::to_string(steps),
-                                 std::to_string(sleep_ms)},
+        linger ? std::vector<std::string>{OPSCOPE_ONDEMAND_TARGET, std::to_string(steps),
+                                          std::to_string(sleep_ms), "linger"}
+               : std::vector<std::string>{OPSCOPE_ONDEMAND_TARGET, std::to_string(steps),
+                                          std::to_string(sleep_ms)},
         env, log));
     const auto ready = targets_.back()->wait_for_line("ready ", 10s);
     EXPECT_TRUE(ready) << targets_.back()->output();
@@ -237,6 +241,9 @@ TEST_F(DynologPeer, AnAncestorPidReachesTheProcessUnderIt) {
   // dynolog reports (and the process writes) the worker's pid, not the launcher's.
   EXPECT_NE(out.find(written(log, worker)), std::string::npos) << out;
   trace_at(written(log, worker));
+  // Killing the launcher (TearDown) leaves the worker running: an orphan that would register
+  // with the next test's dynolog and be matched by its `dyno gputrace` without --pids.
+  ::kill(worker, SIGKILL);
 }
 
 TEST_F(DynologPeer, TwoProcessesAtOnceAndTheProcessLimit) {
@@ -372,6 +379,44 @@ TEST_F(DynologPeer, OpscopeTraceDrivesTheRealDynolog) {
   EXPECT_NE(result.second.find("\n" + written(log, pid) + "\n"), std::string::npos)
       << result.second;
   EXPECT_TRUE(has(range_names(trace_at(written(log, pid))), "target::mm"));
+}
+
+// `opscope trace --dump` through the real dynolog: the config key OPSCOPE_FLIGHT_DUMP goes
+// through dynolog untouched, and the process dumps its flight recorder (started by
+// OPSCOPE_FLIGHT_RECORDER) where the request says, its last ranges nested as recorded.
+TEST_F(DynologPeer, OpscopeTraceDumpsTheFlightRecorderThroughTheRealDynolog) {
+  start_dynolog();
+  constexpr int kSteps = 40;
+  const pid_t pid =
+      start_target(kSteps, 1, {"OPSCOPE_FLIGHT_RECORDER=60,4", "OPSCOPE_FLIGHT_ON_CRASH=0"}, 100,
+                   /*linger=*/true);
+  ASSERT_TRUE(targets_.back()->wait_for_line("done", 20s)) << target_output(0);
+  const std::string log = log_file("dump");
+  std::pair<int, std::string> result;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {  // until the process has polled once
+    result = run({OPSCOPE_CLI, "trace", "--pid", std::to_string(pid), "--dump", "--log-file", log,
+                  "--wait", "--timeout-s", "30"});
+  } while (result.first != 0 && std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(result.first, 0) << result.second << daemon_->output();
+  EXPECT_NE(result.second.find("\n" + written(log, pid) + "\n"), std::string::npos)
+      << result.second;
+  const json trace = trace_at(written(log, pid));
+  testing::expect_last_steps_of_target(trace, kSteps);
+  EXPECT_EQ(testing::flight_metadata_of(trace).value("trigger", "").rfind("on-demand", 0), 0u);
+  EXPECT_TRUE(target_says(0, "flight recorder dumped to " + written(log, pid))) << target_output(0);
+
+  // A process without a flight recorder refuses, and says why on its stderr (dynolog takes no
+  // reports, so `opscope trace` can only wait).
+  const pid_t plain = start_target(5000, 10);
+  gputrace_until_matched(
+      {"--log-file", log_file("warmup"), "--duration-ms", "50", "--pids", std::to_string(plain)},
+      1);
+  trace_at(written(log_file("warmup"), plain));
+  const auto [code, out] = run({OPSCOPE_CLI, "trace", "--pid", std::to_string(plain), "--dump",
+                                "--log-file", log_file("none"), "--wait", "--timeout-s", "3"});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_TRUE(target_says(1, "no flight recorder records in this process")) << target_output(1);
 }
 
 TEST_F(DynologPeer, OpscopeTraceSaysWhatDynologCannotTell) {

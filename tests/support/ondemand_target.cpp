@@ -3,9 +3,12 @@
 // allocator would), then ondemand::step(). It opts in to on-demand tracing only through
 // the environment (KINETO_USE_DAEMON=1, OPSCOPE_DAEMON_ENDPOINT=...), as a real job would.
 //
-//   opscope_ondemand_target STEPS SLEEP_MS
+//   opscope_ondemand_target STEPS SLEEP_MS [linger]
 //
-// Prints "ready <pid>" once started, and "done" at the end.
+// Prints "ready <pid>" once started, and "done" at the end. With "linger" it then stays, inside
+// a USER_SCOPE "target::linger" still open, until it is killed: the flight recorder tests dump
+// it there, so that the last ranges are known (step_<STEPS-1> and its nested ranges) and one
+// range is open.
 #include <unistd.h>
 
 #include <chrono>
@@ -19,8 +22,9 @@
 #include "opscope/record_function.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s STEPS SLEEP_MS\n", argv[0]);
+  const bool linger = argc == 4 && std::string(argv[3]) == "linger";
+  if (argc != 3 && !linger) {
+    std::fprintf(stderr, "usage: %s STEPS SLEEP_MS [linger]\n", argv[0]);
     return 2;
   }
   const long steps = std::atol(argv[1]);
@@ -42,6 +46,12 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     }
     opscope::ondemand::step();
+  }
+  if (linger) {
+    opscope::RecordFunction waiting("target::linger", opscope::RecordScope::kUserScope);
+    std::printf("done\n");
+    std::fflush(stdout);
+    for (;;) ::pause();  // a signal handler's return (SIGUSR2's) only wakes it
   }
   std::printf("done\n");
   return 0;

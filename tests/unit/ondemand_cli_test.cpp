@@ -20,6 +20,7 @@
 #include "json/json_reader.h"
 #include "opscope/version.h"
 #include "support/cli_test_support.h"
+#include "support/flight_checks.h"
 #include "support/test_support.h"
 
 namespace opscope::cli {
@@ -132,6 +133,19 @@ TEST(OndemandCli, ParsesATraceRequestIntoDynologsConfigKeys) {
   EXPECT_EQ(d.daemon.socket_dir, "/tmp");
 }
 
+// --dump asks each process for its flight recorder's dump: one key of the config table, and
+// nothing that would start a capture.
+TEST(OndemandCli, DumpSendsTheFlightRecorderKeyAlone) {
+  const Command c = parse({"trace", "--pid", "7", "--dump", "--log-file", "/tmp/d.json"});
+  ASSERT_EQ(c.kind, Command::Kind::kTrace);
+  EXPECT_EQ(config_text(c.trace), "ACTIVITIES_LOG_FILE=/tmp/d.json\nOPSCOPE_FLIGHT_DUMP=true");
+  const auto back = ondemand::parse_capture_config(config_text(c.trace), 7, "/tmp");
+  ASSERT_TRUE(back.request) << back.error;
+  EXPECT_EQ(back.request->kind, ondemand::CaptureKind::kFlightDump);
+  EXPECT_EQ(back.request->output_path, "/tmp/d_7.json");
+  EXPECT_NE(trace_help().find("OPSCOPE_FLIGHT_DUMP=true"), std::string::npos);
+}
+
 TEST(OndemandCli, BadFlagsNameTheFlagAndWhatIsAllowed) {
   const auto has = [](const std::string& msg, const std::string& needle) {
     return msg.find(needle) != std::string::npos;
@@ -144,7 +158,15 @@ TEST(OndemandCli, BadFlagsNameTheFlagAndWhatIsAllowed) {
   EXPECT_TRUE(has(usage_error({"trace", "--duration-ms", "5", "--log-file", "/t"}),
                   "exactly one of --pid and --job-id"));
   EXPECT_TRUE(has(usage_error(with({"--iterations", "3"})),
-                  "exactly one of --duration-ms and --iterations"));
+                  "exactly one of --duration-ms, --iterations and --dump"));
+  EXPECT_TRUE(
+      has(usage_error(with({"--dump"})), "exactly one of --duration-ms, --iterations and --dump"));
+  EXPECT_TRUE(has(
+      usage_error({"trace", "--pid", "1", "--dump", "--log-file", "/tmp/d.json", "--with-stack"}),
+      "the lens flags do not go with --dump"));
+  EXPECT_TRUE(has(usage_error({"trace", "--pid", "1", "--dump"}), "--log-file is required"));
+  EXPECT_TRUE(has(usage_error({"trace", "--pid", "1", "--log-file", "/t", "--dump=yes"}),
+                  "--dump takes no value"));
   EXPECT_TRUE(has(usage_error(with({"--roundup", "3"})), "need --iterations"));
   EXPECT_TRUE(has(usage_error({"trace", "--pid", "1", "--iterations", "3", "--log-file", "/t",
                                "--start-time-ms", "5"}),
@@ -171,8 +193,8 @@ TEST(OndemandCli, HelpExplainsEveryFlag) {
   for (const char* flag :
        {"--pid", "--job-id", "--duration-ms", "--iterations", "--start-iteration", "--roundup",
         "--log-file", "--record-shapes", "--profile-memory", "--with-stack", "--with-flops",
-        "--with-modules", "--start-time-ms", "--process-limit", "--port", "--wait",
-        "--timeout-s"}) {
+        "--with-modules", "--start-time-ms", "--process-limit", "--port", "--wait", "--timeout-s",
+        "--dump"}) {
     EXPECT_NE(trace_help().find(std::string("  ") + flag + " "), std::string::npos) << flag;
   }
   for (const char* flag : {"--ipc-name", "--port", "--socket-dir"}) {
@@ -307,11 +329,12 @@ class OndemandEndToEnd : public ::testing::Test {
     }
   }
   // Starts a target; returns its pid (read from its "ready <pid>" line).
-  pid_t start_target(const std::string& extra_env = "") {
+  // `args`: the target's (STEPS SLEEP_MS [linger]).
+  pid_t start_target(const std::string& extra_env = "", const std::string& args = "2000 5") {
     const std::string command =
         "KINETO_USE_DAEMON=1 OPSCOPE_DAEMON_ENDPOINT=" + name_ +
         " OPSCOPE_DAEMON_POLL_MS=20 OPSCOPE_ONDEMAND_TRACE_DIR=" + dir_.path().string() + " " +
-        extra_env + " exec " + OPSCOPE_ONDEMAND_TARGET + " 2000 5";
+        extra_env + " exec " + OPSCOPE_ONDEMAND_TARGET + " " + args;
     FILE* p = ::popen(command.c_str(), "r");
     EXPECT_NE(p, nullptr);
     int pid = 0;
@@ -363,6 +386,38 @@ TEST_F(OndemandEndToEnd, TracesARunningProcessByPid) {
   EXPECT_TRUE(has(names, "target::forward"));
   EXPECT_TRUE(std::any_of(names.begin(), names.end(),
                           [](const std::string& n) { return n.rfind("step_", 0) == 0; }));
+}
+
+// `opscope trace --dump` against opscope's daemon: the process, which runs a flight recorder
+// from the environment, dumps it to the request's path and reports it written; one that runs
+// none refuses, and the CLI says why as soon as the process reports it.
+TEST_F(OndemandEndToEnd, DumpsTheFlightRecorderOfARunningProcess) {
+  constexpr int kSteps = 40;
+  const pid_t pid = start_target("OPSCOPE_FLIGHT_RECORDER=60,4 OPSCOPE_FLIGHT_ON_CRASH=0",
+                                 std::to_string(kSteps) + " 1 linger");
+  // Its steps are done once it said so (after "ready", the only other line on its stdout).
+  char line[256];
+  ASSERT_NE(std::fgets(line, sizeof line, targets_.back().second), nullptr);
+  ASSERT_NE(std::fgets(line, sizeof line, targets_.back().second), nullptr);
+  ASSERT_STREQ(line, "done\n");
+  wait_for_clients(1);
+  const auto [code, output] = trace("--pid " + std::to_string(pid) + " --dump");
+  ASSERT_EQ(code, 0) << output;
+  const std::string file = dir_.file("t_" + std::to_string(pid) + ".json");
+  EXPECT_NE(output.find("\n" + file + "\n"), std::string::npos) << output;
+  const auto doc = nlohmann::json::parse(testing::read_file(file));
+  testing::expect_last_steps_of_target(doc, kSteps);
+  EXPECT_EQ(testing::flight_metadata_of(doc).value("trigger", "").rfind("on-demand", 0), 0u);
+
+  const pid_t plain = start_target();  // no flight recorder
+  wait_for_clients(2);
+  const auto [refused, said] = trace("--pid " + std::to_string(plain) + " --dump");
+  EXPECT_EQ(refused, 1) << said;
+  EXPECT_NE(said.find("pid " + std::to_string(plain) +
+                      " refused the request: no flight recorder "
+                      "records in this process"),
+            std::string::npos)
+      << said;
 }
 
 TEST_F(OndemandEndToEnd, TracesTwoProcessesByJobId) {

@@ -209,8 +209,8 @@ TEST(OndemandConfig, InvalidValuesRefuseTheWholeRequestNamingKeyAndValue) {
       {"ACTIVITIES_DURATION_MSECS=5\nPROFILE_WITH_MODULES=no", "PROFILE_WITH_MODULES=\"no\""},
       {"ACTIVITIES_DURATION_MSECS=5\nACTIVITIES_LOG_FILE=", "ACTIVITIES_LOG_FILE=\"\""},
       {"ACTIVITIES_DURATION_MSECS=5\nACTIVITIES_ITERATIONS=3", "are both given"},
-      {"PROFILE_WITH_STACK=true", "neither ACTIVITIES_DURATION_MSECS nor"},
-      {"", "neither ACTIVITIES_DURATION_MSECS nor"},
+      {"PROFILE_WITH_STACK=true", "none of ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS and"},
+      {"", "none of ACTIVITIES_DURATION_MSECS, ACTIVITIES_ITERATIONS and"},
   };
   for (const Case& c : cases) {
     const auto p = parse(c.text);
