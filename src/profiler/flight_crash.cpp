@@ -32,7 +32,7 @@
 namespace opscope::flight {
 namespace {
 
-constexpr std::array<int, 5> kSignals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+constexpr std::array<int, 5> kCrashSignals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 // Everything the handler reads, set up at arm time. Plain globals: a handler must not run
 // a function-local static's initializer.
@@ -44,7 +44,7 @@ struct Armed {
   char temp_name[96] = {};   // in dir_fd, while nothing is written
   char final_name[96] = {};  // what the file is renamed to once whole
   double keep_seconds = 0;
-  struct sigaction previous[kSignals.size()] = {};
+  struct sigaction previous[kCrashSignals.size()] = {};
   std::terminate_handler previous_terminate = nullptr;
   void* alt_stack = nullptr;
 };
@@ -95,10 +95,10 @@ void write_raw_dump(int signal) noexcept {
   out->~RawWriter();
 }
 
-void chain(int signal, siginfo_t* info, void* context) noexcept {
+void chain_to_previous(int signal, siginfo_t* info, void* context) noexcept {
   std::size_t i = 0;
-  while (i < kSignals.size() && kSignals[i] != signal) ++i;
-  if (i == kSignals.size()) return;
+  while (i < kCrashSignals.size() && kCrashSignals[i] != signal) ++i;
+  if (i == kCrashSignals.size()) return;
   const struct sigaction& before = g_armed.previous[i];
   if ((before.sa_flags & SA_SIGINFO) != 0 && before.sa_sigaction != nullptr) {
     before.sa_sigaction(signal, info, context);
@@ -125,7 +125,7 @@ void on_fatal_signal(int signal, siginfo_t* info, void* context) {
     write_raw_dump(signal);
   }
   errno = saved_errno;
-  chain(signal, info, context);
+  chain_to_previous(signal, info, context);
 }
 
 void on_terminate() {
@@ -138,7 +138,7 @@ void on_terminate() {
 }
 
 // Removes the file when nothing was written to it (the program ends without a crash).
-void remove_unused_file() noexcept {
+void remove_unused_crash_file() noexcept {
   if (g_armed.dir_fd < 0) return;
   if (!g_armed.fired.load(std::memory_order_acquire)) {
     ::unlinkat(g_armed.dir_fd, g_armed.temp_name, 0);
@@ -186,33 +186,33 @@ void arm_crash_dump(const std::string& dir, double keep_seconds) {
       }
     }
   }
-  for (std::size_t i = 0; i < kSignals.size(); ++i) {
+  for (std::size_t i = 0; i < kCrashSignals.size(); ++i) {
     struct sigaction ours {};
     ours.sa_sigaction = on_fatal_signal;
     ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
     ::sigemptyset(&ours.sa_mask);
-    ::sigaction(kSignals[i], &ours, &g_armed.previous[i]);
+    ::sigaction(kCrashSignals[i], &ours, &g_armed.previous[i]);
   }
   g_armed.previous_terminate = std::set_terminate(on_terminate);
   static bool registered = false;
   if (!registered) {
-    registered = std::atexit([] { remove_unused_file(); }) == 0;
+    registered = std::atexit([] { remove_unused_crash_file(); }) == 0;
   }
   g_armed.armed.store(true, std::memory_order_release);
 }
 
 void disarm_crash_dump() noexcept {
   if (!g_armed.armed.exchange(false, std::memory_order_acq_rel)) return;
-  for (std::size_t i = 0; i < kSignals.size(); ++i) {
+  for (std::size_t i = 0; i < kCrashSignals.size(); ++i) {
     struct sigaction now {};
-    ::sigaction(kSignals[i], nullptr, &now);
+    ::sigaction(kCrashSignals[i], nullptr, &now);
     // Put back what was there, unless someone replaced ours since.
     if ((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == on_fatal_signal) {
-      ::sigaction(kSignals[i], &g_armed.previous[i], nullptr);
+      ::sigaction(kCrashSignals[i], &g_armed.previous[i], nullptr);
     }
   }
   if (std::get_terminate() == on_terminate) std::set_terminate(g_armed.previous_terminate);
-  remove_unused_file();
+  remove_unused_crash_file();
   ::close(g_armed.fd);
   ::close(g_armed.dir_fd);
   g_armed.fd = g_armed.dir_fd = -1;

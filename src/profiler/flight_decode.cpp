@@ -22,7 +22,8 @@ namespace {
 
 namespace raw = collect::raw;
 
-constexpr std::uint64_t kMaxRawBytes = 16ull << 30;  // far above any ring (its bound is the user's)
+constexpr std::uint64_t kMaxFlightRawBytes = 16ull
+                                             << 30;  // far above any ring (its bound is the user's)
 
 // The crashed process's names, as the raw dump's sections gave them.
 class DumpNames final : public backend::RecordNames {
@@ -61,14 +62,14 @@ struct RawChunkCopy {
   std::vector<internal::Slot> slots;
 };
 
-std::string read_whole(const std::string& path) {
+std::string read_raw_dump(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error("opscope flight decode", "cannot open '" + path + "': " + std::strerror(errno));
   }
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  if (size < 0 || static_cast<std::uint64_t>(size) > kMaxRawBytes) {
+  if (size < 0 || static_cast<std::uint64_t>(size) > kMaxFlightRawBytes) {
     throw Error("opscope flight decode", "'" + path + "' is not a regular file of at most 16 GiB");
   }
   in.seekg(0);
@@ -81,7 +82,7 @@ std::string read_whole(const std::string& path) {
 }  // namespace
 
 FlightDump decode_flight_dump(const std::string& raw_path, const std::string& out_path) {
-  const std::string bytes = read_whole(raw_path);
+  const std::string bytes = read_raw_dump(raw_path);
   const auto bad = [&](std::size_t at, const std::string& what) {
     return Error("opscope flight decode", "'" + raw_path + "' is not a whole flight recorder " +
                                               "crash dump: " + what + " at byte " +

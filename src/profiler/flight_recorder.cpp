@@ -28,7 +28,7 @@
 namespace opscope {
 namespace {
 
-std::uint32_t lens_bits(const LensSet& l) {
+std::uint32_t flight_lens_bits(const LensSet& l) {
   std::uint32_t bits = 0;
   if (l.record_shapes) bits |= internal::kLensShapes;
   if (l.profile_memory) bits |= internal::kLensMemory;
@@ -39,7 +39,7 @@ std::uint32_t lens_bits(const LensSet& l) {
 }
 
 // What the process's flight recorder is, for the triggers that do not hold it.
-struct Process {
+struct FlightProcess {
   std::mutex mu;  // guards everything below but `dumping`
   bool running = false;
   FlightRecorderOptions options;
@@ -54,12 +54,13 @@ struct Process {
   std::string dumping;
 };
 
-Process& process() {
-  static Process* p = new Process;  // never destroyed: a trigger may fire while main returns
+FlightProcess& flight_process() {
+  static FlightProcess* p =
+      new FlightProcess;  // never destroyed: a trigger may fire while main returns
   return *p;
 }
 
-void check_options(const FlightRecorderOptions& o) {
+void check_flight_options(const FlightRecorderOptions& o) {
   const auto bad = [](const std::string& what) { throw Error("FlightRecorder", what); };
   if (!(o.keep_seconds > 0) || !std::isfinite(o.keep_seconds)) {
     bad("keep_seconds " + std::to_string(o.keep_seconds) +
@@ -87,8 +88,8 @@ void check_options(const FlightRecorderOptions& o) {
 
 // The name of an open range's word, or an empty view when the word is no name this process
 // gave (an entry read while its thread overwrote it).
-std::string_view open_range_name(const internal::OpenRange& r,
-                                 const std::unordered_set<const CallSite*>& sites) {
+std::string_view open_flight_range_name(const internal::OpenRange& r,
+                                        const std::unordered_set<const CallSite*>& sites) {
   if (r.flags & internal::kNameInterned)
     return collect::interned(static_cast<std::uint32_t>(r.name));
   const auto* site = reinterpret_cast<const CallSite*>(r.name);
@@ -96,10 +97,10 @@ std::string_view open_range_name(const internal::OpenRange& r,
 }
 
 // The JSON object of the dump's "flightRecorder" metadata.
-std::string describe(const FlightRecorderOptions& o, const collect::RingStats& s,
-                     std::string_view trigger, std::int64_t first_ns, std::int64_t dump_ns,
-                     std::uint64_t left_out, std::uint64_t open_ranges,
-                     const clock::TickConverter& conv) {
+std::string describe_flight_dump(const FlightRecorderOptions& o, const collect::RingStats& s,
+                                 std::string_view trigger, std::int64_t first_ns,
+                                 std::int64_t dump_ns, std::uint64_t left_out,
+                                 std::uint64_t open_ranges, const clock::TickConverter& conv) {
   internal::JsonWriter w;
   w.begin_object();
   w.key("trigger");
@@ -138,7 +139,7 @@ std::string describe(const FlightRecorderOptions& o, const collect::RingStats& s
   return w.str();
 }
 
-LensSet lenses_of(std::uint32_t bits) {
+LensSet flight_lenses_of(std::uint32_t bits) {
   LensSet l;
   l.record_shapes = (bits & internal::kLensShapes) != 0;
   l.profile_memory = (bits & internal::kLensMemory) != 0;
@@ -149,9 +150,9 @@ LensSet lenses_of(std::uint32_t bits) {
 }
 
 // Writes the dump to `path` with export_trace(), or with `write` when one is given.
-FlightDump write_dump(const FlightRecorderOptions& options, const std::string& path,
-                      std::string_view trigger, const flight::DumpWriter* write = nullptr) {
-  Process& p = process();
+FlightDump write_flight_dump(const FlightRecorderOptions& options, const std::string& path,
+                             std::string_view trigger, const flight::DumpWriter* write = nullptr) {
+  FlightProcess& p = flight_process();
   std::unique_lock<std::mutex> one(p.dump_mu, std::try_to_lock);
   if (!one.owns_lock()) {
     std::lock_guard<std::mutex> lock(p.mu);
@@ -197,7 +198,7 @@ FlightDump write_dump(const FlightRecorderOptions& options, const std::string& p
     const std::uint64_t handle = (static_cast<std::uint64_t>(o.slot) << 32) | o.range.id;
     if (ended.contains(handle)) continue;
     if (static_cast<std::int64_t>(o.range.start - dump_ticks) > 0) continue;  // half written
-    const std::string_view name = open_range_name(o.range, sites);
+    const std::string_view name = open_flight_range_name(o.range, sites);
     if (name.empty()) continue;
     auto it = thread_of_tid.find(o.tid);
     if (it == thread_of_tid.end()) {
@@ -223,9 +224,10 @@ FlightDump write_dump(const FlightRecorderOptions& options, const std::string& p
   }
 
   builder.set_window(first_ns, dump_ns);
-  builder.set_lenses(lenses_of(ring.stats.lenses));
-  builder.add_metadata("flightRecorder", describe(options, ring.stats, trigger, first_ns, dump_ns,
-                                                  counts.left_out, open_ranges, conv));
+  builder.set_lenses(flight_lenses_of(ring.stats.lenses));
+  builder.add_metadata("flightRecorder",
+                       describe_flight_dump(options, ring.stats, trigger, first_ns, dump_ns,
+                                            counts.left_out, open_ranges, conv));
   SessionStats& stats = builder.stats();
   stats.events_dropped = ring.stats.dropped;
   stats.buffer_bytes = ring.stats.used_bytes;
@@ -245,13 +247,13 @@ FlightDump write_dump(const FlightRecorderOptions& options, const std::string& p
 namespace flight {
 
 bool running() noexcept {
-  Process& p = process();
+  FlightProcess& p = flight_process();
   std::lock_guard<std::mutex> lock(p.mu);
   return p.running;
 }
 
 std::optional<FlightRecorderOptions> options() {
-  Process& p = process();
+  FlightProcess& p = flight_process();
   std::lock_guard<std::mutex> lock(p.mu);
   if (!p.running) return std::nullopt;
   return p.options;
@@ -264,21 +266,21 @@ FlightDump dump_with(const std::string& path, std::string_view trigger, const Du
                 "no flight recorder records in this process (start one with "
                 "opscope::FlightRecorder or OPSCOPE_FLIGHT_RECORDER=seconds[,MiB])");
   }
-  return write_dump(*o, path, trigger, &write);
+  return write_flight_dump(*o, path, trigger, &write);
 }
 
 }  // namespace flight
 
 FlightRecorder::FlightRecorder(const FlightRecorderOptions& options) : options_(options) {
-  check_options(options);
-  Process& p = process();
+  check_flight_options(options);
+  FlightProcess& p = flight_process();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.running) {
     throw Error("FlightRecorder",
                 "a flight recorder is already recording in this process (one at a time; "
                 "OPSCOPE_FLIGHT_RECORDER starts one at load)");
   }
-  collect::start_ring({.max_bytes = options.max_bytes, .lenses = lens_bits(options.lenses)});
+  collect::start_ring({.max_bytes = options.max_bytes, .lenses = flight_lens_bits(options.lenses)});
   p.running = true;
   p.options = options;
   p.step_ns.assign(static_cast<std::size_t>(options.slow_step_window), 0);
@@ -297,7 +299,7 @@ FlightRecorder::FlightRecorder(const FlightRecorderOptions& options) : options_(
 }
 
 FlightRecorder::~FlightRecorder() {
-  Process& p = process();
+  FlightProcess& p = flight_process();
   std::lock_guard<std::mutex> lock(p.mu);
   if (options_.dump_on_crash) flight::disarm_crash_dump();
   collect::stop_ring();
@@ -305,12 +307,12 @@ FlightRecorder::~FlightRecorder() {
 }
 
 FlightDump FlightRecorder::dump(const std::string& path) const {
-  return write_dump(options_, path, "dump()");
+  return write_flight_dump(options_, path, "dump()");
 }
 
 void FlightRecorder::step() {
   if (options_.slow_step_factor == 0) return;
-  Process& p = process();
+  FlightProcess& p = flight_process();
   const std::uint64_t now = internal::ticks();
   std::string path;
   {
@@ -340,7 +342,7 @@ void FlightRecorder::step() {
   }
   path = flight_dump_path("slow_step");
   try {
-    write_dump(options_, path, "slow step");
+    write_flight_dump(options_, path, "slow step");
   } catch (const Error& e) {
     warn(std::string("flight recorder: the slow step's dump was not written: ") + e.what());
   }
@@ -355,11 +357,11 @@ FlightDump dump_flight_recorder(const std::string& path, std::string_view trigge
                 "no flight recorder records in this process (start one with "
                 "opscope::FlightRecorder or OPSCOPE_FLIGHT_RECORDER=seconds[,MiB])");
   }
-  return write_dump(*options, path, trigger);
+  return write_flight_dump(*options, path, trigger);
 }
 
 std::string flight_dump_path(std::string_view trigger) {
-  Process& p = process();
+  FlightProcess& p = flight_process();
   std::lock_guard<std::mutex> lock(p.mu);
   const std::string dir = p.running ? p.options.dump_dir : std::string(".");
   return dir + "/opscope_flight_" + std::to_string(::getpid()) + "_" + std::string(trigger) + "_" +
