@@ -24,6 +24,11 @@ object per iteration (one allocation and one free through the interpreter's obje
 allocator), with no session, with a session that does not profile memory, and with one that
 does; the last two minus the first are what opscope adds (target <= 100 ns per allocation
 recorded, nothing measurable when memory is not profiled).
+
+Then the flight recorder (issue 39): the same ranges with an always-on
+opscope.profiler.flight_recorder recording (a 64 MiB ring that wraps around during the run)
+against inside a profile window, interleaved in one run, each repeat a fresh recorder and a
+fresh window.
 """
 
 import argparse
@@ -147,6 +152,19 @@ class Session:
         self.stop()
 
 
+class Recorder:
+    """A flight recorder with the package's defaults (64 MiB ring, keep 60 s), no lenses."""
+
+    def __enter__(self):
+        from opscope.profiler import flight_recorder
+
+        self.r = flight_recorder(dump_on_exception=False)
+        return self
+
+    def __exit__(self, *args):
+        self.r.stop()
+
+
 def time_once(fn, calls):
     # The thread's CPU time, not the wall clock: on a shared machine the time this thread
     # spends descheduled is others' work, not the cost of a range.
@@ -223,6 +241,22 @@ def measure_walks(calls, repeats):
             for key, v in samples.items()}
 
 
+def measure_flight(calls, repeats):
+    """Median ns per call of the range variants inside a profile window and with a flight
+    recorder recording, interleaved per repeat; loop overhead subtracted."""
+    kinds = {"profile window": Session, "flight recorder": Recorder}
+    samples = {(kind, name): [] for kind in kinds for name, _ in VARIANTS}
+    empty = []
+    for _ in range(repeats):
+        for kind, make in kinds.items():
+            with make():
+                empty.append(time_once(loop_empty, calls))
+                for name, fn in VARIANTS:
+                    samples[(kind, name)].append(time_once(fn, calls))
+    overhead = statistics.median(empty)
+    return {key: statistics.median(v) - overhead for key, v in samples.items()}, overhead
+
+
 def report(title, medians, overhead):
     base = medians["trivial with (baseline)"]
     print(f"\n{title}  (loop overhead {overhead:.1f} ns/iteration, subtracted)")
@@ -266,6 +300,20 @@ def main():
           "without a session")
     for (walk, name), ns in walks.items():
         print(f"  {walk:9s} {name:36s} {ns:9.1f}")
+
+    try:
+        from opscope.profiler import flight_recorder  # noqa: F401
+    except ImportError:
+        flight = None
+    else:
+        flight, overhead_flight = measure_flight(args.calls, args.repeats)
+    if flight is not None:
+        print(f"\nFlight recorder against a profile window  (loop overhead {overhead_flight:.1f} "
+              f"ns/iteration, subtracted)")
+        print(f"  {'variant':36s} {'window ns':>10s} {'recorder ns':>12s} {'ratio':>7s}")
+        for name, _ in VARIANTS:
+            window, recorder = flight[("profile window", name)], flight[("flight recorder", name)]
+            print(f"  {name:36s} {window:10.1f} {recorder:12.1f} {recorder / window:7.2f}")
 
     allocs, overhead_allocs = measure_allocations(args.calls, args.repeats)
     print(f"\nPython allocations: object() made and dropped  (loop overhead "
