@@ -272,6 +272,28 @@ def test_bad_dump_paths_are_named(tmp_path):
         profiler.decode_flight_dump(None, tmp_path / "x.json")
 
 
+def test_a_slow_step_among_fast_ones_dumps_into_dump_dir(tmp_path):
+    # Fast steps of 20 ms; a step counts as slow above 5 times their median (100 ms), and the
+    # slow one takes a second. A fast step slowed past 100 ms by a loaded machine may dump too
+    # (the interval is 0), so the test asks only that a dump holds the slow step.
+    with flight_recorder(max_bytes=MIB, slow_step_factor=5, slow_step_window=5,
+                         slow_step_min_interval=0, dump_dir=tmp_path) as fr:
+        fr.step()
+        for _ in range(5):
+            with record_function("fl::fast_step"):
+                threading.Event().wait(0.02)
+            fr.step()
+        with record_function("fl::slow_step"):
+            threading.Event().wait(1.0)
+        fr.step()
+    dumps = sorted(os.listdir(tmp_path))
+    assert dumps and all("_slow_step_" in name for name in dumps), dumps
+    trace = load_trace(tmp_path / dumps[-1])
+    assert trace["flightRecorder"]["trigger"] == "slow step"
+    assert len(complete_events(trace, "fl::slow_step")) == 1
+    assert len(complete_events(trace, "fl::fast_step")) == 5
+
+
 # -- lenses ----------------------------------------------------------------------------------
 
 
