@@ -314,6 +314,11 @@ def test_profile_memory_wraps_python_allocators_while_it_records(tmp_path):
     assert not _C._python_memory_hooked()
     with flight_recorder(max_bytes=4 * MIB, profile_memory=True) as fr:
         assert _C._python_memory_hooked()
+        # A window without profile_memory pauses the recorder and unwraps them; its end
+        # gives the recorder its lenses back, and the wrappers with them.
+        with profiler.profile():
+            assert not _C._python_memory_hooked()
+        assert _C._python_memory_hooked()
         with record_function("fl::allocates"):
             kept = [bytearray(64 * 1024) for _ in range(4)]
         del kept
