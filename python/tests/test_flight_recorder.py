@@ -429,8 +429,10 @@ flight_recorder(keep=60, max_bytes=1 << 20, dump_dir="dumps")
 held = threading.Event()
 def loader():
     with record_function("fl::loader_wait"):
+        held.set()
         threading.Event().wait()  # open until the process ends
 threading.Thread(target=loader, daemon=True).start()
+assert held.wait(60)
 
 def train():
     for step in range(3):
