@@ -301,6 +301,25 @@ def test_a_slow_step_among_fast_ones_dumps_into_dump_dir(tmp_path):
     assert len(complete_events(trace, "fl::fast_step")) == 5
 
 
+def test_a_slow_steps_failed_dump_warns_at_the_users_step_line(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    with flight_recorder(max_bytes=MIB, slow_step_factor=5, slow_step_window=3,
+                         slow_step_min_interval=0, dump_dir=gone) as fr:
+        fr.step()
+        for _ in range(3):
+            threading.Event().wait(0.02)
+            fr.step()
+        for name in os.listdir(gone):  # a fast step slowed by load may have dumped
+            os.remove(gone / name)
+        gone.rmdir()
+        threading.Event().wait(1.0)
+        with pytest.warns(UserWarning, match="slow step's dump was not written") as warned:
+            fr.step()
+            line = sys._getframe().f_lineno - 1
+    assert warned[0].filename == __file__ and warned[0].lineno == line
+
+
 # -- lenses ----------------------------------------------------------------------------------
 
 
