@@ -24,6 +24,12 @@ object per iteration (one allocation and one free through the interpreter's obje
 allocator), with no session, with a session that does not profile memory, and with one that
 does; the last two minus the first are what opscope adds (target <= 100 ns per allocation
 recorded, nothing measurable when memory is not profiled).
+
+Then the flight recorder (issue 39): the same ranges with an always-on
+opscope.profiler.flight_recorder recording (a 64 MiB ring that wraps around during the run)
+against inside a profile window, in one run: during the ring's first pass (a fresh recorder
+per repeat, whose pages are touched for the first time) and once it has wrapped (every page
+touched before, as in a program that has run a while).
 """
 
 import argparse
@@ -147,6 +153,19 @@ class Session:
         self.stop()
 
 
+class Recorder:
+    """A flight recorder with the package's defaults (64 MiB ring, keep 60 s), no lenses."""
+
+    def __enter__(self):
+        from opscope.profiler import flight_recorder
+
+        self.r = flight_recorder(dump_on_exception=False)
+        return self
+
+    def __exit__(self, *args):
+        self.r.stop()
+
+
 def time_once(fn, calls):
     # The thread's CPU time, not the wall clock: on a shared machine the time this thread
     # spends descheduled is others' work, not the cost of a range.
@@ -223,6 +242,57 @@ def measure_walks(calls, repeats):
             for key, v in samples.items()}
 
 
+def fill_until_wrapped(recorder):
+    """Records ranges until the recorder's ring has reused a chunk: its pages are all touched
+    then, as in a program that has run for a while."""
+    import json
+    import os
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(), "fill.json")
+    try:
+        while True:
+            loop_record_function(1_000_000)
+            recorder.dump(path)
+            with open(path) as f:
+                if json.load(f)["flightRecorder"]["chunksOverwritten"] > 0:
+                    return
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+        os.rmdir(os.path.dirname(path))
+
+
+def measure_flight(calls, repeats):
+    """Median ns per call of the range variants inside a profile window and with a flight
+    recorder recording (64 MiB), loop overhead subtracted: a fresh recorder per repeat (its
+    ring's first pass, each page touched for the first time) interleaved with a window; then
+    one recorder whose ring has wrapped (every page touched before), interleaved with windows
+    that pause it."""
+    kinds = ["profile window", "flight recorder, first pass", "flight recorder, wrapped"]
+    samples = {(kind, name): [] for kind in kinds for name, _ in VARIANTS}
+    empty = []
+
+    def sample(kind):
+        empty.append(time_once(loop_empty, calls))
+        for name, fn in VARIANTS:
+            samples[(kind, name)].append(time_once(fn, calls))
+
+    for _ in range(repeats):
+        with Session():
+            sample("profile window")
+        with Recorder():
+            sample("flight recorder, first pass")
+    with Recorder() as recorder:
+        fill_until_wrapped(recorder.r)
+        for _ in range(repeats):
+            with Session():
+                sample("profile window")
+            sample("flight recorder, wrapped")
+    overhead = statistics.median(empty)
+    return {key: statistics.median(v) - overhead for key, v in samples.items()}, overhead
+
+
 def report(title, medians, overhead):
     base = medians["trivial with (baseline)"]
     print(f"\n{title}  (loop overhead {overhead:.1f} ns/iteration, subtracted)")
@@ -266,6 +336,24 @@ def main():
           "without a session")
     for (walk, name), ns in walks.items():
         print(f"  {walk:9s} {name:36s} {ns:9.1f}")
+
+    try:
+        from opscope.profiler import flight_recorder  # noqa: F401
+    except ImportError:
+        flight = None
+    else:
+        flight, overhead_flight = measure_flight(args.calls, args.repeats)
+    if flight is not None:
+        print(f"\nFlight recorder against a profile window  (loop overhead {overhead_flight:.1f} "
+              f"ns/iteration, subtracted)")
+        print(f"  {'variant':36s} {'window':>8s} {'first pass':>11s} {'wrapped':>8s}  "
+              f"(ns per call; ratio to the window)")
+        for name, _ in VARIANTS:
+            window = flight[("profile window", name)]
+            first = flight[("flight recorder, first pass", name)]
+            wrapped = flight[("flight recorder, wrapped", name)]
+            print(f"  {name:36s} {window:8.1f} {first:11.1f} {wrapped:8.1f}  "
+                  f"({first / window:.2f}, {wrapped / window:.2f})")
 
     allocs, overhead_allocs = measure_allocations(args.calls, args.repeats)
     print(f"\nPython allocations: object() made and dropped  (loop overhead "

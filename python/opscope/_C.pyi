@@ -337,3 +337,32 @@ def write_critical_path_trace(
     flows: List[Tuple[int, bool, int, bool, int, int, bool]],
     only_critical_events: bool,
 ) -> None: ...
+
+# The flight recorder (python/src/flight_recorder.cpp); opscope.profiler.flight_recorder
+# checks the arguments. Dumps return (path, events, open_ranges).
+class FlightRecorder:
+    running: bool
+    def __init__(
+        self,
+        *,
+        keep: float,
+        max_bytes: int,
+        record_shapes: bool,
+        profile_memory: bool,
+        with_stack: bool,
+        with_flops: bool,
+        with_modules: bool,
+        slow_step_factor: float,
+        slow_step_window: int,
+        slow_step_min_interval: float,
+        dump_dir: str,
+        dump_on_crash: bool,
+    ) -> None: ...
+    def dump(self, path: str, call: str = ...) -> Tuple[str, int, int]: ...
+    def step(self) -> None: ...
+    def stop(self) -> None: ...
+
+def flight_recorder_running() -> bool: ...
+def dump_flight_recorder(path: str, trigger: str, call: str = ...) -> Tuple[str, int, int]: ...
+def flight_dump_path(trigger: str) -> str: ...
+def decode_flight_dump(raw_path: str, out_path: str) -> Tuple[str, int, int]: ...

@@ -47,6 +47,21 @@ def integer(call: str, name: str, value: Any) -> int:
     raise fail(call, name, "an int", value)
 
 
+def number(call: str, name: str, value: Any) -> float:
+    """A real-number parameter: an int or a float (numpy's too), never a bool."""
+    if not isinstance(value, bool):
+        try:
+            return float(operator.index(value))
+        except TypeError:
+            pass
+        if isinstance(value, float) or type(value).__module__ == "numpy":
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                pass
+    raise fail(call, name, "a number (int or float)", value)
+
+
 def text(call: str, name: str, value: Any, *, optional: bool = False) -> Optional[str]:
     """A str parameter (or None when `optional`)."""
     if isinstance(value, str) or (optional and value is None):
@@ -66,13 +81,25 @@ def path(call: str, name: str, value: Any) -> str:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def warn(message: str, category: type = UserWarning) -> None:
-    """warnings.warn at the caller's line: the first frame outside the opscope package (so a
-    warning raised in profile.__init__ points at the user's ``profile(...)``, not here)."""
-    level = 2  # 1 would be this function, 2 its caller
-    frame = sys._getframe(1)
+def _user_frame():
+    """The first frame outside the opscope package, and its stacklevel for warnings.warn
+    called from this module's caller."""
+    level = 2  # 1 would be the function in this module, 2 its caller
+    frame = sys._getframe(2)
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
             _PACKAGE_DIR):
         frame = frame.f_back
         level += 1
-    warnings.warn(message, category, stacklevel=level)
+    return frame, level
+
+
+def warn(message: str, category: type = UserWarning) -> None:
+    """warnings.warn at the caller's line: the first frame outside the opscope package (so a
+    warning raised in profile.__init__ points at the user's ``profile(...)``, not here)."""
+    warnings.warn(message, category, stacklevel=_user_frame()[1])
+
+
+def caller() -> str:
+    """Where the user's code called into the package: "file.py:12"."""
+    frame = _user_frame()[0]
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

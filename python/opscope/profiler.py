@@ -27,12 +27,15 @@ run with the GIL released. What differs from torch.profiler is listed in python/
 from __future__ import annotations
 
 import functools
+import math
 import os
 import socket
+import sys
+import threading
 import time
 import weakref
 from enum import Enum
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional
 
 from . import _C
 from . import _args
@@ -52,6 +55,10 @@ __all__ = [
     "ExperimentalConfig",
     "_ExperimentalConfig",
     "InvalidScheduleError",
+    "flight_recorder",
+    "FlightDump",
+    "dump_flight_recorder",
+    "decode_flight_dump",
 ]
 
 PROFILER_STEP_NAME = "ProfilerStep"
@@ -653,3 +660,294 @@ class profile:
 for _method in (profile.start, profile.step, profile.__enter__):
     _C._hide_frames_of(_method.__code__)
 del _method
+
+
+# -- the flight recorder -------------------------------------------------------------------
+
+# FlightRecorderOptions' bounds (include/opscope/flight_recorder.h), checked here so that the
+# errors name the Python parameters; the native checks stay behind them.
+_FLIGHT_MIN_BYTES = 256 * 1024
+_FLIGHT_MAX_WINDOW = 10_000
+
+
+class FlightDump(NamedTuple):
+    """What a flight recorder dump wrote: the trace's ``path`` (also the value of
+    ``os.fspath(dump)``), its ``events`` (open ranges included) and the ``open_ranges``
+    (ranges still open at the dump, written with ``args {"open": true}``)."""
+
+    path: str
+    events: int
+    open_ranges: int
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+# The running flight_recorder made by this module, kept alive until its stop(): an always-on
+# recorder started with a bare `flight_recorder(...)` call records until the program ends.
+_flight: Optional["flight_recorder"] = None
+_flight_hook_state = threading.local()  # .active while this thread's exception hook dumps
+
+
+def _dump_at_exception(what: str) -> None:
+    """Dumps the running recorder into its dump_dir when it has dump_on_exception, saying
+    where on stderr (the traceback follows); never raises."""
+    recorder = _flight
+    if recorder is None or not recorder._dump_on_exception:
+        return
+    try:
+        path = _C.flight_dump_path("exception")
+        dump = FlightDump(*_C.dump_flight_recorder(path, "exception",
+                                                    "flight_recorder (dump_on_exception)"))
+        sys.stderr.write(f"opscope: the flight recorder's last {recorder.keep:g} s before this "
+                         f"{what} are in {dump.path}\n")
+    except Exception as e:  # noqa: BLE001 - a hook must not raise over the user's exception
+        sys.stderr.write(f"opscope: the flight recorder's dump at this {what} failed: {e}\n")
+
+
+class _ExceptionHooks:
+    """sys.excepthook and threading.excepthook wrapped: an uncaught exception dumps the
+    recorder (dump_on_exception), then the hook that was there runs. Removed at stop() when
+    still on top; one another library wrapped since stays, and only forwards once no recorder
+    asks for dumps. A thread-local flag keeps a hook chain that holds ours twice from dumping
+    twice."""
+
+    def __init__(self):
+        self.previous_sys = sys.excepthook
+        self.previous_threading = threading.excepthook
+
+        def sys_hook(exc_type, exc, tb):
+            self._dump_then(lambda: self.previous_sys(exc_type, exc, tb),
+                            "uncaught exception")
+
+        def threading_hook(args):
+            if args.exc_type is SystemExit:  # threading ignores it: not a failure
+                self.previous_threading(args)
+                return
+            name = args.thread.name if args.thread is not None else "a thread"
+            self._dump_then(lambda: self.previous_threading(args),
+                            f"uncaught exception in thread {name!r}")
+
+        self.sys_hook = sys_hook
+        self.threading_hook = threading_hook
+        sys.excepthook = sys_hook
+        threading.excepthook = threading_hook
+
+    @staticmethod
+    def _dump_then(chain: Callable[[], Any], what: str) -> None:
+        if getattr(_flight_hook_state, "active", False):
+            chain()
+            return
+        _flight_hook_state.active = True
+        try:
+            _dump_at_exception(what)
+            chain()
+        finally:
+            _flight_hook_state.active = False
+
+    def remove(self) -> None:
+        if sys.excepthook is self.sys_hook:
+            sys.excepthook = self.previous_sys
+        if threading.excepthook is self.threading_hook:
+            threading.excepthook = self.previous_threading
+
+
+class flight_recorder:
+    """Always-on recording of the last ``keep`` seconds of ranges, dumped when something goes
+    wrong.
+
+    Starts recording when made: every thread's ranges (``record_function``,
+    ``RecordFunctionFast``, C++ ranges) go into a ring of ``max_bytes`` that reuses its oldest
+    chunk when full, so memory never grows past it. ``dump(path)`` writes what the last
+    ``keep`` seconds held, and the ranges still open, as a trace (the format by the suffix, as
+    ``export_chrome_trace``), while recording goes on. Stops at ``stop()`` or at the end of a
+    ``with`` block; until then the recorder lives on even when no reference to it is kept.
+
+    Args:
+        keep (float): seconds of ranges a dump holds.
+        max_bytes (int): the ring's memory, at least 256 KiB (64 MiB by default).
+        record_shapes, profile_memory, with_stack, with_flops, with_modules (bool): the
+            lenses, as ``profile``'s (``profile_memory`` wraps the interpreter's allocators
+            while the recorder records, as a profile with it does).
+        slow_step_factor (float): a ``step()`` that took longer than this factor (above 1)
+            times the median of the last ``slow_step_window`` steps dumps into ``dump_dir``;
+            0 (the default) turns the trigger off. At most one such dump per
+            ``slow_step_min_interval`` seconds.
+        dump_dir (str or PathLike): an existing directory (relative to the current one when the
+            recorder starts), where dumps no caller names a path for go:
+            ``opscope_flight_<pid>_<trigger>_<n>.json``.
+        dump_on_crash (bool): on SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT or std::terminate,
+            write the ring raw to ``<dump_dir>/opscope_flight_<pid>_crash.raw`` (a file opened
+            now), which ``decode_flight_dump`` turns into a trace later.
+        dump_on_exception (bool): an uncaught exception (``sys.excepthook``, and
+            ``threading.excepthook`` for threads) dumps into ``dump_dir`` with trigger
+            "exception" before the previous hook runs.
+
+    One flight recorder per process: making a second one while one records raises
+    RuntimeError naming the first. A ``profile`` window pauses the recorder while it records
+    (the window's ranges are the window's; the dump's ``flightRecorder.pausedNs`` metadata
+    names the span). ``dump_flight_recorder(path)`` dumps the process's recorder, whoever
+    started it (``OPSCOPE_FLIGHT_RECORDER`` in the environment, or C++ code).
+
+    Example::
+
+        with flight_recorder(keep=30, dump_dir="/tmp/dumps") as fr:
+            for batch in data:
+                train(batch)
+                fr.step()
+            fr.dump("last_30s.json")
+    """
+
+    def __init__(
+        self,
+        keep: float = 60.0,
+        max_bytes: int = 64 * 2**20,
+        *,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        slow_step_factor: float = 0.0,
+        slow_step_window: int = 20,
+        slow_step_min_interval: float = 60.0,
+        dump_dir: "str | os.PathLike[str]" = ".",
+        dump_on_crash: bool = False,
+        dump_on_exception: bool = True,
+    ):
+        global _flight
+        call = "flight_recorder()"
+        self._native = None
+        self._hooks = None
+        keep = _args.number(call, "keep", keep)
+        if not (0 < keep < math.inf):
+            raise ValueError(f"{call}: keep must be a number of seconds above 0, got {keep!r}")
+        max_bytes = _args.integer(call, "max_bytes", max_bytes)
+        if max_bytes < _FLIGHT_MIN_BYTES:
+            raise ValueError(f"{call}: max_bytes must be at least {_FLIGHT_MIN_BYTES} (256 KiB),"
+                             f" got {max_bytes}")
+        lenses = {
+            name: _args.flag(call, name, value)
+            for name, value in (("record_shapes", record_shapes),
+                                ("profile_memory", profile_memory), ("with_stack", with_stack),
+                                ("with_flops", with_flops), ("with_modules", with_modules))
+        }
+        slow_step_factor = _args.number(call, "slow_step_factor", slow_step_factor)
+        if slow_step_factor != 0 and not (1 < slow_step_factor < math.inf):
+            raise ValueError(f"{call}: slow_step_factor must be 0 (off) or a factor above 1, "
+                             f"got {slow_step_factor!r}")
+        slow_step_window = _args.integer(call, "slow_step_window", slow_step_window)
+        if not 3 <= slow_step_window <= _FLIGHT_MAX_WINDOW:
+            raise ValueError(f"{call}: slow_step_window must be between 3 and "
+                             f"{_FLIGHT_MAX_WINDOW} steps, got {slow_step_window}")
+        slow_step_min_interval = _args.number(call, "slow_step_min_interval",
+                                              slow_step_min_interval)
+        if not (0 <= slow_step_min_interval < math.inf):
+            raise ValueError(f"{call}: slow_step_min_interval must be seconds, 0 or more, got "
+                             f"{slow_step_min_interval!r}")
+        # Absolute: the dumps go where dump_dir named when the recorder started, whatever
+        # directory the program moves to later.
+        dump_dir = os.path.abspath(_args.path(call, "dump_dir", dump_dir))
+        if not os.path.isdir(dump_dir):
+            raise ValueError(f"{call}: dump_dir must be an existing directory (where slow "
+                             f"steps', exceptions' and crashes' dumps go), got {dump_dir!r}")
+        dump_on_crash = _args.flag(call, "dump_on_crash", dump_on_crash)
+        dump_on_exception = _args.flag(call, "dump_on_exception", dump_on_exception)
+
+        if _flight is not None and _flight.running:
+            raise RuntimeError(f"{call}: a flight recorder is already recording in this "
+                               f"process: {_flight._origin}; one records at a time: stop() it "
+                               f"first, or dump it with dump_flight_recorder()")
+        if _C.flight_recorder_running():
+            env = os.environ.get("OPSCOPE_FLIGHT_RECORDER")
+            origin = (f"the one OPSCOPE_FLIGHT_RECORDER={env} started" if env else
+                      "one started by C++ code (opscope::FlightRecorder)")
+            raise RuntimeError(f"{call}: a flight recorder is already recording in this "
+                               f"process: {origin}; one records at a time: dump it with "
+                               f"dump_flight_recorder()")
+
+        self.keep = keep
+        self.max_bytes = max_bytes
+        self.record_shapes = lenses["record_shapes"]
+        self.profile_memory = lenses["profile_memory"]
+        self.with_stack = lenses["with_stack"]
+        self.with_flops = lenses["with_flops"]
+        self.with_modules = lenses["with_modules"]
+        self.slow_step_factor = slow_step_factor
+        self.slow_step_window = slow_step_window
+        self.slow_step_min_interval = slow_step_min_interval
+        self.dump_dir = dump_dir
+        self.dump_on_crash = dump_on_crash
+        self._dump_on_exception = dump_on_exception
+        self._origin = f"the flight_recorder(keep={keep:g}) started at {_args.caller()}"
+        self._native = _C.FlightRecorder(
+            keep=keep, max_bytes=max_bytes, slow_step_factor=slow_step_factor,
+            slow_step_window=slow_step_window, slow_step_min_interval=slow_step_min_interval,
+            dump_dir=dump_dir, dump_on_crash=dump_on_crash, **lenses)
+        _flight = self
+        if dump_on_exception:
+            self._hooks = _ExceptionHooks()
+
+    @property
+    def dump_on_exception(self) -> bool:
+        return self._dump_on_exception
+
+    @property
+    def running(self) -> bool:
+        """Whether this recorder records (made and not stopped)."""
+        return self._native is not None and self._native.running
+
+    def __enter__(self) -> "flight_recorder":
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "recording" if self.running else "stopped"
+        return (f"<opscope.profiler.flight_recorder keep={self.keep:g} s "
+                f"max_bytes={self.max_bytes} dump_dir={self.dump_dir!r} {state}>")
+
+    def dump(self, path: "str | os.PathLike[str]") -> FlightDump:
+        """Writes the last ``keep`` seconds of ranges, and the ranges still open, to ``path``
+        (a trace in any format of ``export_chrome_trace``, by the suffix) while recording goes
+        on; returns what it wrote. RuntimeError when this recorder was stopped, when another
+        dump is being written (one at a time; the error names its path) or the file cannot be
+        written."""
+        path = _args.path("flight_recorder.dump()", "path", path)
+        return FlightDump(*self._native.dump(path, "flight_recorder.dump()"))
+
+    def step(self) -> None:
+        """Marks the end of a step, for the slow-step trigger (nothing to do without it)."""
+        self._native.step()
+
+    def stop(self) -> None:
+        """Stops recording and frees the ring, after a dump under way; nothing when stopped
+        already."""
+        global _flight
+        if self._native is None:
+            return
+        self._native.stop()
+        if self._hooks is not None:
+            self._hooks.remove()
+            self._hooks = None
+        if _flight is self:
+            _flight = None
+
+
+def dump_flight_recorder(path: "str | os.PathLike[str]") -> FlightDump:
+    """Dumps the process's flight recorder, whoever started it (``flight_recorder()``,
+    ``OPSCOPE_FLIGHT_RECORDER`` in the environment, or C++ code), to ``path``, while recording
+    goes on. RuntimeError when none records."""
+    path = _args.path("dump_flight_recorder()", "path", path)
+    return FlightDump(*_C.dump_flight_recorder(path, "dump_flight_recorder()"))
+
+
+def decode_flight_dump(raw_path: "str | os.PathLike[str]",
+                       out_path: "str | os.PathLike[str]") -> FlightDump:
+    """Turns the raw file a crash left (``<dump_dir>/opscope_flight_<pid>_crash.raw``) into a
+    trace at ``out_path`` (the format by the suffix), with the crashed process's names, threads
+    and lenses. RuntimeError naming the file and the byte where it is not a whole dump."""
+    raw_path = _args.path("decode_flight_dump()", "raw_path", raw_path)
+    out_path = _args.path("decode_flight_dump()", "out_path", out_path)
+    return FlightDump(*_C.decode_flight_dump(raw_path, out_path))

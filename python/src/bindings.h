@@ -28,5 +28,8 @@ void bind_traceback(pybind11::module_& m);
 // TraceFile, report_kinds() and run_report(), the engine of opscope.analysis
 // (python/src/analysis.cpp).
 void bind_analysis(pybind11::module_& m);
+// The flight recorder: FlightRecorder, dump_flight_recorder(), decode_flight_dump()
+// (python/src/flight_recorder.cpp).
+void bind_flight_recorder(pybind11::module_& m);
 
 }  // namespace opscope::python

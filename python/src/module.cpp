@@ -14,4 +14,5 @@ PYBIND11_MODULE(_C, m) {
   opscope::python::bind_record_function_fast(m);
   opscope::python::bind_traceback(m);
   opscope::python::bind_analysis(m);
+  opscope::python::bind_flight_recorder(m);
 }
