@@ -65,16 +65,6 @@ std::uint64_t handle_of(const internal::Record& r) {
   return (static_cast<std::uint64_t>(r.thread) << 32) | r.id;
 }
 
-std::uint32_t lens_bits(const LensSet& l) {
-  std::uint32_t bits = 0;
-  if (l.record_shapes) bits |= internal::kLensShapes;
-  if (l.profile_memory) bits |= internal::kLensMemory;
-  if (l.with_stack) bits |= internal::kLensStack;
-  if (l.with_flops) bits |= internal::kLensFlops;
-  if (l.with_modules) bits |= internal::kLensModules;
-  return bits;
-}
-
 struct WordsHash {
   std::size_t operator()(const std::vector<std::uint64_t>& v) const noexcept {
     std::uint64_t h = 1469598103934665603ull;
@@ -139,6 +129,26 @@ class DetailTable {
 };
 
 }  // namespace
+
+std::uint32_t lens_bits(const LensSet& l) {
+  std::uint32_t bits = 0;
+  if (l.record_shapes) bits |= internal::kLensShapes;
+  if (l.profile_memory) bits |= internal::kLensMemory;
+  if (l.with_stack) bits |= internal::kLensStack;
+  if (l.with_flops) bits |= internal::kLensFlops;
+  if (l.with_modules) bits |= internal::kLensModules;
+  return bits;
+}
+
+LensSet lenses_of_bits(std::uint32_t bits) {
+  LensSet l;
+  l.record_shapes = (bits & internal::kLensShapes) != 0;
+  l.profile_memory = (bits & internal::kLensMemory) != 0;
+  l.with_stack = (bits & internal::kLensStack) != 0;
+  l.with_flops = (bits & internal::kLensFlops) != 0;
+  l.with_modules = (bits & internal::kLensModules) != 0;
+  return l;
+}
 
 CpuBackend::CpuBackend(const collect::EpochOptions& epoch, const LensSet& lenses)
     : epoch_options_(epoch) {

@@ -15,6 +15,10 @@ namespace opscope::backend {
 
 // How records of another process name things (a crash dump decoded later): the texts its
 // call sites and interned names had. The views must outlive the result.
+// The lenses as the collector's bits (internal::kLens*), and back.
+std::uint32_t lens_bits(const LensSet& lenses);
+LensSet lenses_of_bits(std::uint32_t bits);
+
 class RecordNames {
  public:
   virtual ~RecordNames() = default;

@@ -239,13 +239,7 @@ FlightDump decode_flight_dump(const std::string& raw_path, const std::string& ou
   }
 
   builder.set_window(first_ns, header.dump_wall_ns);
-  LensSet lenses;
-  lenses.record_shapes = (header.lenses & internal::kLensShapes) != 0;
-  lenses.profile_memory = (header.lenses & internal::kLensMemory) != 0;
-  lenses.with_stack = (header.lenses & internal::kLensStack) != 0;
-  lenses.with_flops = (header.lenses & internal::kLensFlops) != 0;
-  lenses.with_modules = (header.lenses & internal::kLensModules) != 0;
-  builder.set_lenses(lenses);
+  builder.set_lenses(backend::lenses_of_bits(header.lenses));
   std::string meta =
       "{\"trigger\": \"crash\", \"signal\": " + std::to_string(header.signal) +
       ", \"keepSeconds\": " + std::to_string(header.keep_seconds) +

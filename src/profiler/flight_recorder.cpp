@@ -28,16 +28,6 @@
 namespace opscope {
 namespace {
 
-std::uint32_t flight_lens_bits(const LensSet& l) {
-  std::uint32_t bits = 0;
-  if (l.record_shapes) bits |= internal::kLensShapes;
-  if (l.profile_memory) bits |= internal::kLensMemory;
-  if (l.with_stack) bits |= internal::kLensStack;
-  if (l.with_flops) bits |= internal::kLensFlops;
-  if (l.with_modules) bits |= internal::kLensModules;
-  return bits;
-}
-
 // What the process's flight recorder is, for the triggers that do not hold it.
 struct FlightProcess {
   std::mutex mu;  // guards everything below but `dumping`
@@ -139,16 +129,6 @@ std::string describe_flight_dump(const FlightRecorderOptions& o, const collect::
   return w.str();
 }
 
-LensSet flight_lenses_of(std::uint32_t bits) {
-  LensSet l;
-  l.record_shapes = (bits & internal::kLensShapes) != 0;
-  l.profile_memory = (bits & internal::kLensMemory) != 0;
-  l.with_stack = (bits & internal::kLensStack) != 0;
-  l.with_flops = (bits & internal::kLensFlops) != 0;
-  l.with_modules = (bits & internal::kLensModules) != 0;
-  return l;
-}
-
 // Writes the dump to `path` with export_trace(), or with `write` when one is given.
 FlightDump write_flight_dump(const FlightRecorderOptions& options, const std::string& path,
                              std::string_view trigger, const flight::DumpWriter* write = nullptr) {
@@ -224,7 +204,7 @@ FlightDump write_flight_dump(const FlightRecorderOptions& options, const std::st
   }
 
   builder.set_window(first_ns, dump_ns);
-  builder.set_lenses(flight_lenses_of(ring.stats.lenses));
+  builder.set_lenses(backend::lenses_of_bits(ring.stats.lenses));
   builder.add_metadata("flightRecorder",
                        describe_flight_dump(options, ring.stats, trigger, first_ns, dump_ns,
                                             counts.left_out, open_ranges, conv));
@@ -280,7 +260,8 @@ FlightRecorder::FlightRecorder(const FlightRecorderOptions& options) : options_(
                 "a flight recorder is already recording in this process (one at a time; "
                 "OPSCOPE_FLIGHT_RECORDER starts one at load)");
   }
-  collect::start_ring({.max_bytes = options.max_bytes, .lenses = flight_lens_bits(options.lenses)});
+  collect::start_ring(
+      {.max_bytes = options.max_bytes, .lenses = backend::lens_bits(options.lenses)});
   p.running = true;
   p.options = options;
   p.step_ns.assign(static_cast<std::size_t>(options.slow_step_window), 0);
