@@ -16,6 +16,7 @@
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/flight_recorder.h"
+#include "profiler/flight_result.h"
 
 namespace opscope {
 namespace {
@@ -191,72 +192,37 @@ FlightDump decode_flight_dump(const std::string& raw_path, const std::string& ou
 
   const clock::TickConverter conv =
       clock::TickConverter::through(header.dump_ticks, header.dump_wall_ns, header.ns_per_tick);
-  std::uint64_t min_end = 0;
-  if (header.keep_seconds > 0 && std::isfinite(header.keep_seconds)) {
-    const auto keep_ticks =
-        static_cast<std::uint64_t>(header.keep_seconds * 1e9 / conv.ns_per_tick());
-    min_end = header.dump_ticks > keep_ticks ? header.dump_ticks - keep_ticks : 1;
-  }
-  ProfilerResult::Builder builder;
-  builder.set_pid(static_cast<std::int64_t>(header.pid));
-  const backend::DecodedCounts counts =
-      backend::decode_records(threads, builder, conv, {.min_end_ticks = min_end, .names = &names});
-
-  // The crashing thread's open ranges, ended at the crash.
-  std::unordered_set<std::uint64_t> ended_handles;
-  builder.apply_links([&](Event& e) { ended_handles.insert(e.handle); });
-  std::int64_t first_ns = header.dump_wall_ns;
-  builder.apply_links([&](Event& e) { first_ns = std::min(first_ns, e.start_ns); });
-  const std::int32_t open_args = builder.add_other_args(R"({"open": true})");
-  std::uint64_t open_ranges = 0;
+  // The crashing thread's open ranges, on the thread whose chunks have its slot.
+  std::vector<flight::OpenEntry> entries;
   for (const raw::RawOpenRange& o : open) {
-    const std::uint64_t handle = (static_cast<std::uint64_t>(o.slot) << 32) | o.range.id;
-    if (ended_handles.contains(handle)) continue;
     const bool interned = (o.range.flags & internal::kNameInterned) != 0;
-    if (!interned && !names.knows_site(o.range.name)) continue;
-    if (static_cast<std::int64_t>(o.range.start - header.dump_ticks) > 0) continue;
     const auto tid = tid_of_slot.find(o.slot);
-    const std::uint64_t os_tid = tid != tid_of_slot.end() ? tid->second : 0;
-    std::int32_t thread = builder.find_thread(os_tid);
-    if (thread < 0) {
-      thread =
-          builder.add_thread({os_tid, tid != tid_of_slot.end() ? name_of_slot[o.slot]
-                                                               : std::string("crashed thread")});
+    std::string_view name;
+    if (interned) {
+      name = names.interned(static_cast<std::uint32_t>(o.range.name));
+    } else if (names.knows_site(o.range.name)) {
+      name = names.site_at(o.range.name);
     }
-    Event e;
-    e.name = builder.keep(interned ? names.interned(static_cast<std::uint32_t>(o.range.name))
-                                   : names.site_at(o.range.name));
-    e.start_ns = conv.to_wall_ns(o.range.start);
-    e.end_ns = std::max(header.dump_wall_ns, e.start_ns);
-    e.handle = handle;
-    e.scope = static_cast<RecordScope>(o.range.scope);
-    e.kind = EventKind::kRange;
-    e.thread = thread;
-    e.other_args = open_args;
-    builder.add_event(e);
-    first_ns = std::min(first_ns, e.start_ns);
-    ++open_ranges;
+    entries.push_back({tid != tid_of_slot.end() ? tid->second : 0,
+                       tid != tid_of_slot.end() ? name_of_slot[o.slot] : "crashed thread", o.slot,
+                       o.range, name, nullptr});
   }
-
-  builder.set_window(first_ns, header.dump_wall_ns);
-  builder.set_lenses(backend::lenses_of_bits(header.lenses));
-  std::string meta =
-      "{\"trigger\": \"crash\", \"signal\": " + std::to_string(header.signal) +
-      ", \"keepSeconds\": " + std::to_string(header.keep_seconds) +
-      ", \"maxBytes\": " + std::to_string(header.capacity_bytes) +
-      ", \"bytesUsed\": " + std::to_string(header.used_bytes) + ", \"spanKeptNs\": [" +
-      std::to_string(first_ns) + ", " + std::to_string(header.dump_wall_ns) + "]" +
-      ", \"chunksOverwritten\": " + std::to_string(header.chunks_overwritten) +
-      ", \"recordsOverwritten\": " + std::to_string(header.records_overwritten) +
-      ", \"recordsDropped\": " + std::to_string(header.dropped) +
-      ", \"recordsOlderThanKeep\": " + std::to_string(counts.left_out) +
-      ", \"openRanges\": " + std::to_string(open_ranges) +
-      ", \"namesWritten\": " + (names.has_sites() || names.has_interned() ? "true" : "false") + "}";
-  builder.add_metadata("flightRecorder", std::move(meta));
-  builder.stats().events_dropped = header.dropped;
-  const std::shared_ptr<const ProfilerResult> result = builder.finish();
-  export_trace(*result, out_path);
-  return {out_path, result->events().size(), open_ranges};
+  flight::DumpFigures figures;
+  figures.trigger = "crash";
+  figures.keep_seconds = header.keep_seconds;
+  figures.signal = header.signal;
+  figures.names_written = names.has_sites() || names.has_interned();
+  figures.ring.capacity_bytes = header.capacity_bytes;
+  figures.ring.used_bytes = header.used_bytes;
+  figures.ring.chunks_overwritten = header.chunks_overwritten;
+  figures.ring.records_overwritten = header.records_overwritten;
+  figures.ring.dropped = header.dropped;
+  figures.ring.lenses = header.lenses;
+  const flight::DumpResult dumped =
+      flight::build_dump_result(threads, entries, conv, header.dump_ticks,
+                                static_cast<std::int64_t>(header.pid), figures, &names);
+  export_trace(*dumped.result, out_path);
+  return {out_path, dumped.result->events().size(), dumped.open_ranges};
 }
 
 }  // namespace opscope

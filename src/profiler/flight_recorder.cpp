@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -18,10 +17,10 @@
 #include "clock/clock.h"
 #include "collect/collector.h"
 #include "collect/string_table.h"
-#include "json/json_writer.h"
 #include "opscope/error.h"
 #include "opscope/export.h"
 #include "opscope/internal/clock.h"
+#include "profiler/flight_result.h"
 #include "profiler/flight_state.h"
 #include "record/call_sites.h"
 
@@ -86,49 +85,6 @@ std::string_view open_flight_range_name(const internal::OpenRange& r,
   return sites.contains(site) ? std::string_view(site->name) : std::string_view();
 }
 
-// The JSON object of the dump's "flightRecorder" metadata.
-std::string describe_flight_dump(const FlightRecorderOptions& o, const collect::RingStats& s,
-                                 std::string_view trigger, std::int64_t first_ns,
-                                 std::int64_t dump_ns, std::uint64_t left_out,
-                                 std::uint64_t open_ranges, const clock::TickConverter& conv) {
-  internal::JsonWriter w;
-  w.begin_object();
-  w.key("trigger");
-  w.string(trigger);
-  w.key("keepSeconds");
-  w.number(o.keep_seconds);
-  w.key("maxBytes");
-  w.uinteger(s.capacity_bytes);
-  w.key("bytesUsed");
-  w.uinteger(s.used_bytes);
-  w.key("spanKeptNs");
-  w.begin_array();
-  w.integer(first_ns);
-  w.integer(dump_ns);
-  w.end_array();
-  w.key("chunksOverwritten");
-  w.uinteger(s.chunks_overwritten);
-  w.key("recordsOverwritten");
-  w.uinteger(s.records_overwritten);
-  w.key("recordsDropped");
-  w.uinteger(s.dropped);
-  w.key("recordsOlderThanKeep");
-  w.uinteger(left_out);
-  w.key("openRanges");
-  w.uinteger(open_ranges);
-  w.key("pausedNs");
-  w.begin_array();
-  for (const auto& [from, to] : s.paused) {
-    w.begin_array();
-    w.integer(conv.to_wall_ns(from));
-    w.integer(to == 0 ? dump_ns : conv.to_wall_ns(to));
-    w.end_array();
-  }
-  w.end_array();
-  w.end_object();
-  return w.str();
-}
-
 // Writes the dump to `path` with export_trace(), or with `write` when one is given.
 FlightDump write_flight_dump(const FlightRecorderOptions& options, const std::string& path,
                              std::string_view trigger, const flight::DumpWriter* write = nullptr) {
@@ -154,72 +110,30 @@ FlightDump write_flight_dump(const FlightRecorderOptions& options, const std::st
     throw Error("FlightRecorder::dump()", "no flight recorder records in this process");
   }
   const clock::TickConverter conv = clock::TickConverter::calibrate(clock::process_anchor());
-  const auto keep_ticks =
-      static_cast<std::uint64_t>(options.keep_seconds * 1e9 / conv.ns_per_tick());
-  const std::uint64_t min_end = dump_ticks > keep_ticks ? dump_ticks - keep_ticks : 1;
-  const std::int64_t dump_ns = conv.to_wall_ns(dump_ticks);
-
-  ProfilerResult::Builder builder;
-  builder.set_pid(::getpid());
-  const backend::DecodedCounts counts =
-      backend::decode_records(ring.threads, builder, conv, {.min_end_ticks = min_end});
-
-  // Ranges still open, but those whose end the records hold.
-  std::unordered_set<std::uint64_t> ended;
-  builder.apply_links([&](Event& e) { ended.insert(e.handle); });
   const std::vector<const CallSite*> site_list = record::call_sites();
   const std::unordered_set<const CallSite*> sites(site_list.begin(), site_list.end());
-  std::unordered_map<std::uint64_t, std::int32_t> thread_of_tid;
-  const std::int32_t open_args = builder.add_other_args(R"({"open": true})");
-  std::uint64_t open_ranges = 0;
-  std::int64_t first_ns = dump_ns;
-  builder.apply_links([&](Event& e) { first_ns = std::min(first_ns, e.start_ns); });
+  std::vector<flight::OpenEntry> entries;
+  entries.reserve(open.size());
   for (const collect::OpenRangeCopy& o : open) {
-    const std::uint64_t handle = (static_cast<std::uint64_t>(o.slot) << 32) | o.range.id;
-    if (ended.contains(handle)) continue;
-    if (static_cast<std::int64_t>(o.range.start - dump_ticks) > 0) continue;  // half written
-    const std::string_view name = open_flight_range_name(o.range, sites);
-    if (name.empty()) continue;
-    auto it = thread_of_tid.find(o.tid);
-    if (it == thread_of_tid.end()) {
-      std::int32_t index = builder.find_thread(o.tid);
-      if (index < 0) index = builder.add_thread({o.tid, o.thread_name});
-      it = thread_of_tid.emplace(o.tid, index).first;
-    }
-    Event e;
-    e.name = name;
-    e.site = (o.range.flags & internal::kNameInterned)
-                 ? nullptr
-                 : reinterpret_cast<const CallSite*>(o.range.name);
-    e.start_ns = conv.to_wall_ns(o.range.start);
-    e.end_ns = std::max(dump_ns, e.start_ns);
-    e.handle = handle;
-    e.scope = static_cast<RecordScope>(o.range.scope);
-    e.kind = EventKind::kRange;
-    e.thread = it->second;
-    e.other_args = open_args;
-    builder.add_event(e);
-    first_ns = std::min(first_ns, e.start_ns);
-    ++open_ranges;
+    const bool interned = (o.range.flags & internal::kNameInterned) != 0;
+    entries.push_back({o.tid, o.thread_name, o.slot, o.range,
+                       open_flight_range_name(o.range, sites),
+                       interned ? nullptr : reinterpret_cast<const CallSite*>(o.range.name)});
   }
-
-  builder.set_window(first_ns, dump_ns);
-  builder.set_lenses(backend::lenses_of_bits(ring.stats.lenses));
-  builder.add_metadata("flightRecorder",
-                       describe_flight_dump(options, ring.stats, trigger, first_ns, dump_ns,
-                                            counts.left_out, open_ranges, conv));
-  SessionStats& stats = builder.stats();
-  stats.events_dropped = ring.stats.dropped;
-  stats.buffer_bytes = ring.stats.used_bytes;
-  stats.buffer_limit_bytes = ring.stats.capacity_bytes;
-  ring = {};  // the copy's memory goes before the trace's is taken
-  const std::shared_ptr<const ProfilerResult> result = builder.finish();
+  flight::DumpFigures figures;
+  figures.trigger = trigger;
+  figures.keep_seconds = options.keep_seconds;
+  figures.ring = std::move(ring.stats);
+  flight::DumpResult dumped =
+      flight::build_dump_result(ring.threads, entries, conv, dump_ticks, ::getpid(), figures);
+  ring = {};
+  const std::shared_ptr<const ProfilerResult>& result = dumped.result;
   if (write != nullptr) {
     (*write)(*result);
   } else {
     export_trace(*result, path);
   }
-  return {path, result->events().size(), open_ranges};
+  return {path, result->events().size(), dumped.open_ranges};
 }
 
 }  // namespace
